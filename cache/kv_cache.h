@@ -1,0 +1,48 @@
+// KvCache: the memory of the paged KV cache, all layers, and the block pool that hands it out.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "cache/block_pool.h"
+#include "kernels/attention_params.h"
+
+namespace inflight::cache {
+
+struct KvCacheConfig {
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int block_size = 16;  // tokens per block, a power of two
+  int num_blocks = 0;
+  kernels::KvDType dtype = kernels::KvDType::F32;
+};
+
+class KvCache {
+ public:
+  // Aborts with a message on a block size that is not a power of two (validated by callers first).
+  explicit KvCache(const KvCacheConfig& config);
+
+  const KvCacheConfig& config() const { return config_; }
+  BlockPool& pool() { return pool_; }
+  const BlockPool& pool() const { return pool_; }
+
+  // Bytes of one block across all layers, K and V.
+  int64_t bytes_per_block() const;
+  int64_t total_bytes() const { return bytes_per_block() * config_.num_blocks; }
+
+  // The kernels' view of `layer`, without block tables (the caller fills them per batch).
+  kernels::PagedKvView layer_view(int layer) const;
+
+ private:
+  KvCacheConfig config_;
+  BlockPool pool_;
+  int64_t layer_bytes_ = 0;  // [num_blocks, 2, Nkv, block_size, H] elements of dtype
+  std::unique_ptr<uint8_t[]> data_;
+};
+
+// Number of blocks of `config` (num_blocks ignored) that fit in `bytes`.
+int blocks_for_bytes(const KvCacheConfig& config, int64_t bytes);
+
+inline bool is_power_of_two(int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+}  // namespace inflight::cache

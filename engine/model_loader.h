@@ -1,0 +1,24 @@
+// Loads a model (weights + tokenizer) from a GGUF file, a Hugging Face folder, or the built-in default.
+#pragma once
+#include <string>
+
+#include "engine/tokenizer.h"
+#include "engine/weights.h"
+
+namespace inflight::engine {
+
+struct LoadedModel {
+  ModelWeights weights;
+  Tokenizer tokenizer;
+};
+
+// `path` is a .gguf file (GGUF/Meta RoPE layout: adjacent pairs) or a folder with config.json,
+// model.safetensors or sharded *.safetensors + model.safetensors.index.json, and tokenizer.model
+// (HF layout: rotate-half RoPE). Throws LoadError naming the file and the tensor/key at fault.
+LoadedModel load_model(const std::string& path);
+
+// The built-in default model: a small Llama-architecture GQA model with random weights, created
+// deterministically in memory (see builtin_model.h).
+LoadedModel load_builtin_model();
+
+}  // namespace inflight::engine

@@ -1,0 +1,34 @@
+// ModelWeights: every tensor of a Llama-family decoder, as views into memory the object keeps alive
+// (a memory-mapped file, or a buffer). Filled by the GGUF and the safetensors loaders alike.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/model_config.h"
+#include "kernels/matmul.h"
+
+namespace inflight::engine {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // [dim]
+  kernels::WeightMatrix wq;      // [num_q_heads * head_dim, dim]
+  kernels::WeightMatrix wk;      // [num_kv_heads * head_dim, dim]
+  kernels::WeightMatrix wv;      // [num_kv_heads * head_dim, dim]
+  kernels::WeightMatrix wo;      // [dim, num_q_heads * head_dim]
+  std::vector<float> ffn_norm;   // [dim]
+  kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
+  kernels::WeightMatrix w_up;    // [ffn_dim, dim]
+  kernels::WeightMatrix w_down;  // [dim, ffn_dim]
+};
+
+struct ModelWeights {
+  ModelConfig config;
+  kernels::WeightMatrix token_embd;  // [vocab_size, dim]
+  std::vector<LayerWeights> layers;  // [num_layers]
+  std::vector<float> output_norm;    // [dim]
+  kernels::WeightMatrix output;      // [vocab_size, dim]; == token_embd when tied
+  // Owners of the memory the views point into (mapped files, converted buffers).
+  std::vector<std::shared_ptr<const void>> storage;
+};
+
+}  // namespace inflight::engine

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package inflight needs to build, test and benchmark. Idempotent.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libboost-dev libboost-system-dev    # Asio / Beast (header-only) for the HTTP server
+  nlohmann-json3-dev                  # JSON: configs, HF config.json, safetensors headers, the API
+  libspdlog-dev                       # logging
+  libsentencepiece-dev                # tokenizer
+  doctest-dev                         # unit tests
+  libcli11-dev                        # command line
+  libbenchmark-dev                    # bench/ micro-benchmarks
+  python3                             # test helpers
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: installed ${missing[*]}"

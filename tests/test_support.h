@@ -1,0 +1,46 @@
+// Helpers shared by the tests: where the reference data lives, scratch folders, file bytes.
+#pragma once
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace inflight::test {
+
+inline std::filesystem::path shared_dir() {
+  if (const char* env = std::getenv("INFLIGHT_SHARED_DIR")) return env;
+  return INFLIGHT_SHARED_DIR;
+}
+inline std::filesystem::path stories_dir() { return shared_dir() / "models" / "stories260K"; }
+inline std::string stories_gguf() { return (stories_dir() / "stories260K.gguf").string(); }
+inline std::string stories_hf() { return (stories_dir() / "hf").string(); }
+
+// A fresh empty folder under the system temp dir, removed at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  explicit TempDir(const std::string& tag) {
+    std::random_device rd;
+    path = std::filesystem::temp_directory_path() / ("inflight-" + tag + "-" + std::to_string(rd()));
+    std::filesystem::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+inline std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+inline void write_bytes(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(p, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+}  // namespace inflight::test
