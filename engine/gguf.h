@@ -16,10 +16,18 @@
 
 namespace inflight::engine {
 
+// Value types as stored on disk (gguf_type). Readers widen them: U8/U16/U32/U64 -> uint64_t,
+// I8/I16/I32/I64 -> int64_t, F32/F64 -> double.
+enum class GgufType : uint32_t { U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, Bool = 7,
+                                 String = 8, Array = 9, U64 = 10, I64 = 11, F64 = 12 };
+
 struct GgufArray;
 using GgufValue = std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<GgufArray>>;
 struct GgufArray {
   std::vector<GgufValue> items;
+  // On-disk type of every item. The reader sets it; for the writer, nullopt means "the default type of
+  // the first item's alternative" (see GgufWriter::set).
+  std::optional<GgufType> type;
 };
 
 struct GgufTensorInfo {
@@ -42,6 +50,7 @@ class GgufFile {
   uint32_t version() const { return version_; }
 
   const GgufValue* find(const std::string& key) const;
+  const std::map<std::string, GgufValue>& metadata() const { return kv_; }
   // Typed getters; nullopt when absent, LoadError when present with the wrong type.
   std::optional<int64_t> get_int(const std::string& key) const;
   std::optional<double> get_float(const std::string& key) const;
@@ -70,11 +79,18 @@ class GgufFile {
 // callback, so multi-GB files never sit in memory.
 class GgufWriter {
  public:
+  // Scalars get llama.cpp's usual types: uint64_t -> U32 (U64 past 2^32-1), int64_t -> I32 (I64 out of
+  // range), double -> F32, bool, string; arrays use GgufArray::type. Setting a key again replaces it.
+  // "general.alignment" (a power of two) sets the alignment of the tensor data; default 32.
   void set(const std::string& key, GgufValue value);
+  // The same with the on-disk type forced (for an array: the item type). Throws std::invalid_argument
+  // when the value does not fit the type.
+  void set(const std::string& key, GgufValue value, GgufType type);
   // ne in GGML order (ne[0] fastest). fill(dst) writes row_bytes(dtype, ne[0]) * rows bytes.
   void add_tensor(const std::string& name, std::vector<int64_t> ne, kernels::DType dtype,
                   std::function<void(uint8_t* dst)> fill);
-  void write_file(const std::string& path) const;   // throws std::runtime_error naming path on I/O error
+  // Writes path + ".tmp", then renames it over path. Throws std::runtime_error naming path on I/O error.
+  void write_file(const std::string& path) const;
   std::vector<uint8_t> write_memory() const;
 
  private:
@@ -85,7 +101,12 @@ class GgufWriter {
     std::function<void(uint8_t*)> fill;
   };
   template <class Sink> void write_to(Sink& sink) const;
-  std::vector<std::pair<std::string, GgufValue>> kv_;
+  struct Entry {
+    std::string key;
+    GgufValue value;
+    std::optional<GgufType> type;  // nullopt: the default type of the value
+  };
+  std::vector<Entry> kv_;
   std::vector<Tensor> tensors_;
 };
 

@@ -1,1 +1,97 @@
-// placeholder
+// The Llama-family forward pass, read top to bottom as in llama2.c, over a packed batch of T tokens.
+#include "engine/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/attention_params.h"
+#include "kernels/matmul.h"
+#include "kernels/ops.h"
+
+namespace inflight::engine {
+
+using kernels::matmul;
+
+Model::Model(ModelWeights weights) : w_(std::move(weights)) {}
+
+void Model::ensure_scratch(int num_tokens) {
+  if (num_tokens <= scratch_tokens_) return;
+  const ModelConfig& c = w_.config;
+  const size_t t = size_t(num_tokens);
+  x_.resize(t * c.dim);        // [T, dim] residual stream
+  xb_.resize(t * c.dim);       // [T, dim] normed input / block output
+  qkv_q_.resize(t * c.q_dim());   // [T, Nq * H]
+  qkv_k_.resize(t * c.kv_dim());  // [T, Nkv * H]
+  qkv_v_.resize(t * c.kv_dim());  // [T, Nkv * H]
+  att_.resize(t * c.q_dim());     // [T, Nq * H] attention output
+  hb_.resize(t * c.ffn_dim);      // [T, ffn] gate, then silu(gate) * up
+  hb2_.resize(t * c.ffn_dim);     // [T, ffn] up
+  scratch_tokens_ = num_tokens;
+}
+
+void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logits) {
+  const ModelConfig& c = w_.config;
+  const int T = batch.num_tokens();
+  ensure_scratch(T);
+  const int64_t dim = c.dim;
+
+  for (int t = 0; t < T; ++t) {
+    const int64_t id = batch.token_ids[size_t(t)];
+    const uint8_t* row = static_cast<const uint8_t*>(w_.token_embd.data) + id * kernels::row_bytes(w_.token_embd.dtype, dim);
+    kernels::dequantize_row(w_.token_embd.dtype, row, &x_[size_t(t) * dim], dim);
+  }
+
+  kernels::AttentionParams ap;
+  ap.q = qkv_q_.data();
+  ap.q_stride = c.q_dim();
+  ap.out = att_.data();
+  ap.num_q_heads = c.num_q_heads;
+  ap.num_kv_heads = c.num_kv_heads;
+  ap.head_dim = c.head_dim;
+  ap.head_dim_v = c.head_dim;
+  ap.scale = 1.0f / std::sqrt(float(c.head_dim));
+  ap.num_seqs = batch.num_seqs();
+  ap.q_start = batch.q_start.data();
+  ap.past_len = batch.past_len.data();
+  const kernels::RopeParams rope = c.rope();
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& L = w_.layers[size_t(l)];
+    // Attention block.
+    kernels::rms_norm(x_.data(), L.attn_norm.data(), xb_.data(), T, dim, c.rms_eps);
+    matmul(L.wq, xb_.data(), qkv_q_.data(), T);
+    matmul(L.wk, xb_.data(), qkv_k_.data(), T);
+    matmul(L.wv, xb_.data(), qkv_v_.data(), T);
+    kernels::apply_rope(rope, qkv_q_.data(), c.q_dim(), c.num_q_heads, batch.positions.data(), T);
+    kernels::apply_rope(rope, qkv_k_.data(), c.kv_dim(), c.num_kv_heads, batch.positions.data(), T);
+
+    ap.kv = kv.layer_view(l);
+    ap.kv.block_tables = batch.block_tables.data();
+    ap.kv.max_blocks_per_seq = batch.max_blocks_per_seq;
+    kernels::append_kv(ap.kv, qkv_k_.data(), c.kv_dim(), qkv_v_.data(), c.kv_dim(), batch.slot_mapping.data(), T);
+    kernels::reference::attention(ap);
+
+    matmul(L.wo, att_.data(), xb_.data(), T);
+    kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);
+
+    // SwiGLU MLP block.
+    kernels::rms_norm(x_.data(), L.ffn_norm.data(), xb_.data(), T, dim, c.rms_eps);
+    matmul(L.w_gate, xb_.data(), hb_.data(), T);
+    matmul(L.w_up, xb_.data(), hb2_.data(), T);
+    kernels::silu_mul(hb_.data(), hb2_.data(), hb_.data(), T, c.ffn_dim);
+    matmul(L.w_down, hb_.data(), xb_.data(), T);
+    kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);
+  }
+
+  // Final norm and LM head, only for the rows that need logits.
+  const int R = int(batch.logits_rows.size());
+  rows_.resize(size_t(R) * dim);
+  for (int r = 0; r < R; ++r) {
+    const float* src = &x_[size_t(batch.logits_rows[size_t(r)]) * dim];
+    std::copy(src, src + dim, &rows_[size_t(r) * dim]);
+  }
+  kernels::rms_norm(rows_.data(), w_.output_norm.data(), rows_.data(), R, dim, c.rms_eps);
+  matmul(w_.output, rows_.data(), logits, R);
+}
+
+}  // namespace inflight::engine

@@ -1,1 +1,21 @@
-int main() { return 0; }
+// inflight: an LLM decoding server. `inflight <command> --help` lists each command's flags.
+#include <cstdio>
+#include <exception>
+
+#include "server/commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"inflight: an LLM decoding server for Llama-family models"};
+  app.require_subcommand(1);
+  inflight::cli::add_generate_command(app);
+  inflight::cli::add_make_model_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "inflight: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

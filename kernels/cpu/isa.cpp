@@ -1,1 +1,85 @@
-// placeholder
+#include "kernels/cpu/isa.h"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+namespace inflight::kernels::cpu {
+namespace {
+
+Isa detect() {
+  __builtin_cpu_init();
+  // __builtin_cpu_supports checks the OS-enabled state (XCR0) as well as CPUID on GCC >= 11.
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+  if (avx512) return Isa::Avx512;
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  return avx2 ? Isa::Avx2 : Isa::Scalar;
+}
+
+Isa initial_isa() {
+  const Isa best = detected_isa();
+  const char* env = std::getenv("INFLIGHT_ISA");
+  if (env == nullptr || *env == '\0') return best;
+  Isa wanted;
+  if (!parse_isa(env, &wanted)) {
+    std::fprintf(stderr, "inflight: ignoring unknown INFLIGHT_ISA=%s (scalar|avx2|avx512)\n", env);
+    return best;
+  }
+  if (!isa_supported(wanted)) {
+    std::fprintf(stderr, "inflight: INFLIGHT_ISA=%s not supported by this CPU, using %s\n", env,
+                 isa_name(best).data());
+    return best;
+  }
+  return wanted;
+}
+
+std::atomic<Isa>& active() {
+  static std::atomic<Isa> isa{initial_isa()};
+  return isa;
+}
+
+}  // namespace
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
+  }
+  return "?";
+}
+
+bool parse_isa(std::string_view s, Isa* out) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+    if (s == isa_name(isa)) {
+      *out = isa;
+      return true;
+    }
+  }
+  return false;
+}
+
+Isa detected_isa() {
+  static const Isa isa = detect();
+  return isa;
+}
+
+bool isa_supported(Isa isa) { return isa <= detected_isa(); }
+
+bool has_avx512_vnni() {
+  static const bool vnni = detected_isa() == Isa::Avx512 && __builtin_cpu_supports("avx512vnni");
+  return vnni;
+}
+
+Isa active_isa() { return active().load(std::memory_order_relaxed); }
+
+bool set_active_isa(Isa isa) {
+  if (!isa_supported(isa)) return false;
+  active().store(isa, std::memory_order_relaxed);
+  return true;
+}
+
+}  // namespace inflight::kernels::cpu

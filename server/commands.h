@@ -1,0 +1,10 @@
+// The subcommands of the `inflight` executable. Each registers its flags on the app and runs when chosen.
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace inflight::cli {
+
+void add_generate_command(CLI::App& app);
+void add_make_model_command(CLI::App& app);
+
+}  // namespace inflight::cli

@@ -1,0 +1,85 @@
+#include <doctest/doctest.h>
+
+#include <map>
+
+#include "engine/sampler.h"
+
+using namespace inflight::engine;
+
+TEST_SUITE("sampler") {
+  TEST_CASE("greedy picks the first maximal logit") {
+    std::vector<float> logits{0.5f, 2.0f, 2.0f, -1.0f};
+    Sampler s({.temperature = 0.0f});
+    CHECK(s.sample(logits, {}, {}) == 1);
+  }
+
+  TEST_CASE("same seed, same tokens; another seed, other tokens") {
+    std::vector<float> base(64);
+    for (size_t i = 0; i < base.size(); ++i) base[i] = float(i % 7) * 0.3f;
+    auto draw = [&](uint64_t seed) {
+      Sampler s({.temperature = 1.0f, .seed = seed});
+      std::vector<int32_t> out;
+      for (int i = 0; i < 50; ++i) {
+        std::vector<float> l = base;
+        out.push_back(s.sample(l, {}, {}));
+      }
+      return out;
+    };
+    CHECK(draw(42) == draw(42));
+    CHECK(draw(42) != draw(43));
+  }
+
+  TEST_CASE("top-k 1 and a tiny top-p are greedy; min-p drops unlikely tokens") {
+    const std::vector<float> base{1.0f, 3.0f, 2.9f, 0.0f};
+    for (SamplingParams p : {SamplingParams{.top_k = 1, .seed = 1}, SamplingParams{.top_p = 0.01f, .seed = 1}}) {
+      Sampler s(p);
+      for (int i = 0; i < 20; ++i) {
+        std::vector<float> l = base;
+        CHECK(s.sample(l, {}, {}) == 1);
+      }
+    }
+    // p(1) ~ 0.50, p(2) ~ 0.45, p(0) ~ 0.07, p(3) ~ 0.02: min_p 0.2 keeps only ids 1 and 2.
+    Sampler s({.min_p = 0.2f, .seed = 7});
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 400; ++i) {
+      std::vector<float> l = base;
+      ++seen[s.sample(l, {}, {})];
+    }
+    CHECK(seen.count(0) == 0);
+    CHECK(seen.count(3) == 0);
+    CHECK(seen[1] > 100);
+    CHECK(seen[2] > 100);
+  }
+
+  TEST_CASE("top-k 2 samples only the two best") {
+    Sampler s({.top_k = 2, .seed = 3});
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 300; ++i) {
+      std::vector<float> l{1.0f, 1.1f, 0.9f, 1.05f};
+      ++seen[s.sample(l, {}, {})];
+    }
+    CHECK(seen.size() == 2);
+    CHECK(seen.count(1) == 1);
+    CHECK(seen.count(3) == 1);
+  }
+
+  TEST_CASE("penalties follow vLLM: repetition over prompt and output, presence/frequency over output") {
+    std::vector<int32_t> counts;
+    std::vector<float> l{2.0f, -2.0f, 2.0f, 2.0f};
+    apply_penalties({.repetition_penalty = 2.0f}, l, std::vector<int32_t>{0, 1}, std::vector<int32_t>{2, 2}, counts);
+    CHECK(l == std::vector<float>{1.0f, -4.0f, 1.0f, 2.0f});
+    l = {1.0f, 1.0f, 1.0f, 1.0f};
+    apply_penalties({.presence_penalty = 0.5f, .frequency_penalty = 0.25f}, l, std::vector<int32_t>{3},
+                    std::vector<int32_t>{0, 0, 1}, counts);
+    CHECK(l == std::vector<float>{1.0f - 0.5f - 0.5f, 1.0f - 0.5f - 0.25f, 1.0f, 1.0f});
+  }
+
+  TEST_CASE("validation names the field") {
+    CHECK(validate(SamplingParams{}).empty());
+    CHECK(validate(SamplingParams{.temperature = -1.0f}).find("temperature") != std::string::npos);
+    CHECK(validate(SamplingParams{.top_p = 0.0f}).find("top_p") != std::string::npos);
+    CHECK(validate(SamplingParams{.min_p = 1.5f}).find("min_p") != std::string::npos);
+    CHECK(validate(SamplingParams{.repetition_penalty = 0.0f}).find("repetition_penalty") != std::string::npos);
+    CHECK(validate(SamplingParams{.presence_penalty = 3.0f}).find("presence_penalty") != std::string::npos);
+  }
+}
