@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace inflight::cache {
 
@@ -26,6 +27,30 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.nu
 
 int64_t KvCache::bytes_per_block() const {
   return layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype) * config_.num_layers;
+}
+
+void KvCache::copy_block(int32_t src, int32_t dst) {
+  const int64_t block_bytes = layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    uint8_t* base = data_.get() + layer_bytes_ * l;
+    std::memcpy(base + block_bytes * dst, base + block_bytes * src, size_t(block_bytes));
+  }
+}
+
+bool KvCache::make_writable(BlockTable& table, int64_t from, int64_t to) {
+  if (to <= from) return true;
+  std::vector<int32_t>& blocks = table.mutable_blocks();
+  const int bs = table.block_size();
+  for (int64_t i = from / bs; i <= (to - 1) / bs; ++i) {
+    const int32_t b = blocks[size_t(i)];
+    if (pool_.ref_count(b) == 1) continue;
+    std::vector<int32_t> fresh;
+    if (!pool_.allocate(1, &fresh)) return false;
+    copy_block(b, fresh[0]);
+    pool_.release(b);
+    blocks[size_t(i)] = fresh[0];
+  }
+  return true;
 }
 
 kernels::PagedKvView KvCache::layer_view(int layer) const {

@@ -30,6 +30,13 @@ class KvCache {
   int64_t bytes_per_block() const;
   int64_t total_bytes() const { return bytes_per_block() * config_.num_blocks; }
 
+  // Copies block `src` into block `dst` in every layer (copy-on-write of a shared block).
+  void copy_block(int32_t src, int32_t dst);
+
+  // Makes positions [from, to) of `table` writable: a shared block among them (ref count > 1) is
+  // replaced by a private copy. The table must already cover `to` tokens. False when the pool is short.
+  bool make_writable(BlockTable& table, int64_t from, int64_t to);
+
   // The kernels' view of `layer`, without block tables (the caller fills them per batch).
   kernels::PagedKvView layer_view(int layer) const;
 

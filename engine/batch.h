@@ -17,6 +17,11 @@ struct ScheduledBatch {
   std::vector<int32_t> block_tables;  // [num_seqs, max_blocks_per_seq], -1 padded
   int max_blocks_per_seq = 0;
   int num_context_seqs = 0;           // sequences [0, num_context_seqs) are in the context phase
+  // Beam search (empty when no sequence of the step is a beam): per sequence, the row of beam 0 of its
+  // group and its cache indirection row (beam that wrote each position); see kernels::AttentionParams.
+  std::vector<int32_t> beam_row0;     // [num_seqs]
+  std::vector<int32_t> cache_indir;   // [num_seqs, cache_indir_stride]
+  int64_t cache_indir_stride = 0;
   // Token rows whose logits the step returns, in this order (usually each sequence's last row).
   std::vector<int32_t> logits_rows;
 

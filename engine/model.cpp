@@ -53,6 +53,11 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
   ap.num_seqs = batch.num_seqs();
   ap.q_start = batch.q_start.data();
   ap.past_len = batch.past_len.data();
+  if (!batch.cache_indir.empty()) {
+    ap.cache_indir = batch.cache_indir.data();
+    ap.cache_indir_stride = batch.cache_indir_stride;
+    ap.beam_row0 = batch.beam_row0.data();
+  }
   const kernels::RopeParams rope = c.rope();
 
   for (int l = 0; l < c.num_layers; ++l) {

@@ -49,10 +49,22 @@ class Tokenizer {
   bool add_bos() const { return add_bos_; }
 
  private:
-  Tokenizer();
+  friend class IncrementalDetokenizer;
+  explicit Tokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp);
+  // decode() of ids that follow text already decoded: sentencepiece drops the leading space of the first
+  // piece of a decode, which is wrong mid-stream. Decodes [anchor] + ids and cuts anchor_text_ off.
+  std::string decode_continuation(std::span<const int32_t> ids) const;
+  // True when a piece appended to `ids` would keep its leading space, i.e. decode(ids + rest) ==
+  // decode(ids) + decode_continuation(rest) for every rest (that does not continue a byte run).
+  bool past_leading_space(std::span<const int32_t> ids) const;
+
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   int32_t bos_id_ = 1, eos_id_ = 2;
   bool add_bos_ = true;
+  // A normal piece "▁x..." (-1 if the vocabulary has none); anchor_text_ is decode([anchor_id_]) and
+  // anchor_literal_ its text with the space kept.
+  int32_t anchor_id_ = -1;
+  std::string anchor_text_, anchor_literal_;
 };
 
 // Turns a growing token sequence into text deltas. A multi-byte UTF-8 character split over several
@@ -71,6 +83,10 @@ class IncrementalDetokenizer {
   std::vector<int32_t> ids_;
   size_t prefix_offset_ = 0;  // ids_[prefix_offset_, read_offset_) give the context for the next delta
   size_t read_offset_ = 0;    // ids_ up to here have been turned into emitted text
+  // Whether decode(ids_[0, prefix_offset_)) is past sentencepiece's leading-space strip, so that windows
+  // decode as continuations; monotonic, since prefix_offset_ only grows.
+  bool continuation_ = false;
+  std::string window_text(size_t begin, size_t end) const;
 };
 
 }  // namespace inflight::engine

@@ -55,6 +55,18 @@ struct AttentionParams {
   const int32_t* q_start = nullptr;   // [num_seqs + 1] cu_seqlens into the packed query rows
   const int32_t* past_len = nullptr;  // [num_seqs] cached tokens before this step's rows
   PagedKvView kv;
+
+  // Beam search cache indirection (TensorRT-LLM's cache_indir [batch, beam, max_seq]): sequence s
+  // reads position j from the block table of sequence beam_row0[s] + cache_indir[s * cache_indir_stride
+  // + j], i.e. from the beam that wrote it. nullptr: every sequence reads its own K/V.
+  const int32_t* cache_indir = nullptr;  // [num_seqs, cache_indir_stride] beam index per position
+  int64_t cache_indir_stride = 0;
+  const int32_t* beam_row0 = nullptr;    // [num_seqs] batch row of beam 0 of the sequence's group
+
+  // The sequence whose block table holds position `pos` as seen by sequence `seq`.
+  int kv_seq(int seq, int64_t pos) const {
+    return cache_indir ? beam_row0[seq] + cache_indir[int64_t(seq) * cache_indir_stride + pos] : seq;
+  }
 };
 
 // Writes the K/V rows of this step into the cache: token t goes to slot slot_mapping[t]

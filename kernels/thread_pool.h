@@ -43,7 +43,8 @@ class ThreadPool {
  private:
   void start_workers();
   void stop_workers();
-  void worker_loop();
+  // seen_gen: the generation current when the worker started (not a job to run).
+  void worker_loop(uint32_t seen_gen);
   // Claims and runs tasks of job `gen` until none are left.
   void drain(uint32_t gen);
   void wait_until_done(int64_t num_tasks);
@@ -57,15 +58,16 @@ class ThreadPool {
   // guaranteed to still be inside run() for that generation.
   std::atomic<uint64_t> ticket_{0};
   const std::function<void(int64_t)>* fn_ = nullptr;
+  int64_t base_ = 0;  // task index of the job's first task (run() splits huge task counts into jobs)
   std::atomic<int64_t> tasks_done_{0};
   std::exception_ptr error_;  // guarded by mu_
   std::atomic<bool> failed_{false};
 
-  std::mutex mu_;  // guards sleeping, error_, stop_
+  std::mutex mu_;  // guards error_; held around sleeping and notifying
   std::condition_variable cv_work_, cv_done_;
   std::atomic<int> num_sleeping_workers_{0};
   std::atomic<bool> caller_sleeping_{false};
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};
 };
 
 // The process-wide pool. Size: set_num_threads(n), else env INFLIGHT_NUM_THREADS, else the hardware

@@ -34,7 +34,7 @@ void attend_row(const AttentionParams& p, int seq, int64_t row, int64_t pos, int
   scores.resize(size_t(hi - lo + 1));
   float max_score = -INFINITY;
   for (int64_t j = lo; j <= hi; ++j) {
-    const int64_t k_off = kv.offset(kv.block_of(seq, j), 0, kv_head, int(j % kv.block_size));
+    const int64_t k_off = kv.offset(kv.block_of(p.kv_seq(seq, j), j), 0, kv_head, int(j % kv.block_size));
     float s = 0.0f;
     for (int d = 0; d < p.head_dim; ++d) s += q[d] * kv_load(kv.dtype, kv.data, k_off + d);
     s *= p.scale;
@@ -51,7 +51,7 @@ void attend_row(const AttentionParams& p, int seq, int64_t row, int64_t pos, int
 
   std::fill(out, out + p.head_dim_v, 0.0f);
   for (int64_t j = lo; j <= hi; ++j) {
-    const int64_t v_off = kv.offset(kv.block_of(seq, j), 1, kv_head, int(j % kv.block_size));
+    const int64_t v_off = kv.offset(kv.block_of(p.kv_seq(seq, j), j), 1, kv_head, int(j % kv.block_size));
     const float a = scores[size_t(j - lo)];
     for (int d = 0; d < p.head_dim_v; ++d) out[d] += a * kv_load(kv.dtype, kv.data, v_off + d);
   }
