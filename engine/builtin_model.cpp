@@ -1,1 +1,251 @@
-// placeholder
+#include "engine/builtin_model.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+#include "engine/gguf.h"
+
+namespace inflight::engine {
+
+namespace {
+
+constexpr int kNumSpecialTokens = 3;   // <unk>, <s>, </s>
+constexpr int kNumByteTokens = 256;    // <0x00>..<0xFF>
+constexpr float kRmsEps = 1e-5f;
+constexpr double kRopeTheta = 10000.0;
+
+// GGUF token types (llama.cpp's llama_token_type).
+constexpr int64_t kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeByte = 6;
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3ull;
+  return h;
+}
+
+// llama.cpp's general.file_type (llama_ftype) of a model whose matrices are `t`.
+uint64_t file_type(kernels::DType t) {
+  switch (t) {
+    case kernels::DType::F32: return 0;   // ALL_F32
+    case kernels::DType::F16: return 1;   // MOSTLY_F16
+    case kernels::DType::Q8_0: return 7;  // MOSTLY_Q8_0
+    case kernels::DType::BF16: return 32; // MOSTLY_BF16
+  }
+  return 0;
+}
+
+// A matrix [rows, cols] of uniform values with standard deviation `std`; element i is a function of
+// (key, i) only.
+struct RandomMatrix {
+  uint64_t key;
+  float std;
+  int64_t rows, cols;
+  kernels::DType dtype;
+
+  void fill_row_f32(int64_t row, float* out) const {
+    const float amplitude = std * std::sqrt(3.0f);  // uniform(-a, a) has std a/sqrt(3)
+    const uint64_t base = key + uint64_t(row) * uint64_t(cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      const uint64_t bits = splitmix64(base + uint64_t(c)) >> 40;      // 24 random bits
+      const float u = (float(bits) + 0.5f) * (1.0f / 8388608.0f) - 1.0f;  // (-1, 1)
+      out[c] = amplitude * u;
+    }
+  }
+
+  // Writes rows * row_bytes(dtype, cols) bytes to dst.
+  void write(uint8_t* dst) const {
+    std::vector<float> row(static_cast<size_t>(cols));
+    const int64_t row_stride = kernels::row_bytes(dtype, cols);
+    for (int64_t r = 0; r < rows; ++r, dst += row_stride) {
+      fill_row_f32(r, row.data());
+      switch (dtype) {
+        case kernels::DType::F32:
+          std::memcpy(dst, row.data(), size_t(cols) * 4);
+          break;
+        case kernels::DType::F16:
+        case kernels::DType::BF16:
+          for (int64_t c = 0; c < cols; ++c) {
+            const uint16_t h = dtype == kernels::DType::F16 ? kernels::f32_to_f16(row[size_t(c)])
+                                                            : kernels::f32_to_bf16(row[size_t(c)]);
+            std::memcpy(dst + 2 * c, &h, 2);
+          }
+          break;
+        case kernels::DType::Q8_0:
+          quantize_q8_0(row.data(), dst);
+          break;
+      }
+    }
+  }
+
+  // GGML's reference Q8_0: per block of 32, d = max|x| / 127 (stored f16), q = round(x / d).
+  void quantize_q8_0(const float* x, uint8_t* dst) const {
+    for (int64_t b = 0; b < cols / kernels::kQ8BlockSize; ++b, x += kernels::kQ8BlockSize) {
+      float amax = 0.0f;
+      for (int i = 0; i < kernels::kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
+      const float d = amax / 127.0f;
+      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t dh = kernels::f32_to_f16(d);
+      uint8_t* block = dst + b * kernels::kQ8BlockBytes;
+      std::memcpy(block, &dh, 2);
+      for (int i = 0; i < kernels::kQ8BlockSize; ++i) block[2 + i] = uint8_t(int8_t(std::lround(x[i] * inv)));
+    }
+  }
+};
+
+void check_shape(const ModelShape& s, kernels::DType dtype) {
+  auto fail = [&](const std::string& what) {
+    throw std::invalid_argument("random model " + s.name + ": " + what);
+  };
+  if (s.dim <= 0 || s.num_layers <= 0 || s.num_q_heads <= 0 || s.num_kv_heads <= 0 || s.ffn_dim <= 0 ||
+      s.max_seq_len <= 0)
+    fail("sizes must be positive");
+  if (s.dim % s.num_q_heads != 0) fail("dim is not a multiple of num_q_heads");
+  if (s.num_q_heads % s.num_kv_heads != 0) fail("num_q_heads is not a multiple of num_kv_heads");
+  if ((s.dim / s.num_q_heads) % 2 != 0) fail("head_dim must be even for RoPE");
+  if (s.vocab_size < kNumSpecialTokens + kNumByteTokens + 1) fail("vocab_size must be at least 260");
+  if (dtype == kernels::DType::Q8_0 && (s.dim % kernels::kQ8BlockSize != 0 || s.ffn_dim % kernels::kQ8BlockSize != 0))
+    fail("Q8_0 needs dim and ffn_dim to be multiples of 32");
+}
+
+// The synthetic sentencepiece vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then "▁", the
+// printable ASCII characters, then "▁" + lowercase strings of growing length (each formed by
+// merging a shorter one with a letter, so every piece is reachable). Scores fall with the id.
+void add_vocab(GgufWriter& w, int vocab_size) {
+  auto tokens = std::make_shared<GgufArray>();
+  auto scores = std::make_shared<GgufArray>();
+  auto types = std::make_shared<GgufArray>();
+  tokens->type = GgufType::String;
+  scores->type = GgufType::F32;
+  types->type = GgufType::I32;
+  auto add = [&](std::string piece, double score, int64_t type) {
+    tokens->items.emplace_back(std::move(piece));
+    scores->items.emplace_back(score);
+    types->items.emplace_back(type);
+  };
+  add("<unk>", 0.0, kTypeUnknown);
+  add("<s>", 0.0, kTypeControl);
+  add("</s>", 0.0, kTypeControl);
+  for (int b = 0; b < kNumByteTokens; ++b) {
+    char piece[8];
+    std::snprintf(piece, sizeof(piece), "<0x%02X>", b);
+    add(piece, 0.0, kTypeByte);
+  }
+  const std::string space = "\xE2\x96\x81";  // U+2581
+  double score = 0.0;
+  auto add_normal = [&](std::string piece) {
+    if (int(tokens->items.size()) < vocab_size) add(std::move(piece), score, kTypeNormal);
+    score -= 1.0;
+  };
+  add_normal(space);
+  for (char ch = 33; ch <= 126; ++ch) add_normal(std::string(1, ch));
+  for (int len = 1; int(tokens->items.size()) < vocab_size; ++len) {
+    std::string letters(size_t(len), 'a');  // counts through a..z^len in lexicographic order
+    while (int(tokens->items.size()) < vocab_size) {
+      add_normal(space + letters);
+      int i = len - 1;
+      while (i >= 0 && letters[size_t(i)] == 'z') letters[size_t(i--)] = 'a';
+      if (i < 0) break;
+      ++letters[size_t(i)];
+    }
+  }
+  w.set("tokenizer.ggml.model", std::string("llama"));
+  w.set("tokenizer.ggml.tokens", tokens);
+  w.set("tokenizer.ggml.scores", scores);
+  w.set("tokenizer.ggml.token_type", types);
+  w.set("tokenizer.ggml.unknown_token_id", uint64_t(0));
+  w.set("tokenizer.ggml.bos_token_id", uint64_t(1));
+  w.set("tokenizer.ggml.eos_token_id", uint64_t(2));
+  w.set("tokenizer.ggml.add_bos_token", true);
+  w.set("tokenizer.ggml.add_eos_token", false);
+  w.set("tokenizer.ggml.add_space_prefix", true);
+}
+
+GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed) {
+  check_shape(s, dtype);
+  const int head_dim = s.dim / s.num_q_heads;
+  const int kv_dim = s.num_kv_heads * head_dim;
+  GgufWriter w;
+  w.set("general.architecture", std::string("llama"));
+  w.set("general.name", s.name);
+  w.set("general.file_type", file_type(dtype));
+  w.set("llama.context_length", uint64_t(s.max_seq_len));
+  w.set("llama.embedding_length", uint64_t(s.dim));
+  w.set("llama.block_count", uint64_t(s.num_layers));
+  w.set("llama.feed_forward_length", uint64_t(s.ffn_dim));
+  w.set("llama.attention.head_count", uint64_t(s.num_q_heads));
+  w.set("llama.attention.head_count_kv", uint64_t(s.num_kv_heads));
+  w.set("llama.attention.key_length", uint64_t(head_dim));
+  w.set("llama.attention.value_length", uint64_t(head_dim));
+  w.set("llama.attention.layer_norm_rms_epsilon", double(kRmsEps));
+  w.set("llama.rope.dimension_count", uint64_t(head_dim));
+  w.set("llama.rope.freq_base", kRopeTheta);
+  w.set("llama.vocab_size", uint64_t(s.vocab_size));
+  add_vocab(w, s.vocab_size);
+
+  const uint64_t seed_key = splitmix64(seed);
+  // A weight [rows (out), cols (in)]: GGUF ne = {cols, rows}.
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float std) {
+    const RandomMatrix m{splitmix64(seed_key ^ fnv1a(name)), std, rows, cols, dtype};
+    w.add_tensor(name, {cols, rows}, dtype, [m](uint8_t* dst) { m.write(dst); });
+  };
+  auto ones = [&](const std::string& name, int64_t n) {
+    w.add_tensor(name, {n}, kernels::DType::F32, [n](uint8_t* dst) {
+      const float one = 1.0f;
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + 4 * i, &one, 4);
+    });
+  };
+  auto fan_in = [](int64_t n) { return 1.0f / std::sqrt(float(n)); };
+  matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);
+  for (int i = 0; i < s.num_layers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    ones(p + "attn_norm.weight", s.dim);
+    matrix(p + "attn_q.weight", s.dim, s.dim, fan_in(s.dim));
+    matrix(p + "attn_k.weight", kv_dim, s.dim, fan_in(s.dim));
+    matrix(p + "attn_v.weight", kv_dim, s.dim, fan_in(s.dim));
+    matrix(p + "attn_output.weight", s.dim, s.dim, fan_in(s.dim));
+    ones(p + "ffn_norm.weight", s.dim);
+    matrix(p + "ffn_gate.weight", s.ffn_dim, s.dim, fan_in(s.dim));
+    matrix(p + "ffn_up.weight", s.ffn_dim, s.dim, fan_in(s.dim));
+    matrix(p + "ffn_down.weight", s.dim, s.ffn_dim, fan_in(s.ffn_dim));
+  }
+  ones("output_norm.weight", s.dim);
+  matrix("output.weight", s.vocab_size, s.dim, fan_in(s.dim));
+  return w;
+}
+
+}  // namespace
+
+const std::vector<ModelShape>& model_presets() {
+  static const std::vector<ModelShape> presets = {
+      // name, dim, layers, q heads, kv heads, ffn, vocab, context
+      {"tiny", 128, 4, 8, 2, 384, 512, 2048},
+      {"smollm-135m", 576, 30, 9, 3, 1536, 49152, 2048},
+      {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
+  };
+  return presets;
+}
+
+const ModelShape* find_preset(const std::string& name) {
+  for (const ModelShape& s : model_presets())
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed) {
+  make_writer(shape, dtype, seed).write_file(path);
+}
+
+std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed) {
+  return make_writer(shape, dtype, seed).write_memory();
+}
+
+}  // namespace inflight::engine

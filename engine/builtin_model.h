@@ -21,12 +21,21 @@ struct ModelShape {
   int max_seq_len = 0;
 };
 
+// The built-in default model: preset "tiny", F32 weights, this seed.
+inline constexpr const char* kBuiltinModelPreset = "tiny";
+inline constexpr uint64_t kBuiltinModelSeed = 0x1f1e33;
+
 // Presets: "tiny" (the built-in default), "smollm-135m", "tinyllama-1.1b".
 const std::vector<ModelShape>& model_presets();
 // nullptr when no preset has that name.
 const ModelShape* find_preset(const std::string& name);
 
-// Writes a GGUF file of `shape` with weights of `dtype` (F32, F16, BF16 or Q8_0), seeded by `seed`.
+// Writes a GGUF file of `shape` with weights of `dtype` (F32, F16, BF16 or Q8_0), seeded by `seed`,
+// streaming one tensor at a time. Norm weights are F32 ones. Element i of a tensor depends only on
+// (seed, tensor name, i), so the dtypes of one seed hold the same values up to rounding. Matrices are
+// uniform with std 1/sqrt(in features), the embedding with std 1, so activations stay O(1).
+// Throws std::invalid_argument for an inconsistent shape (heads not dividing dim, vocab_size < 260,
+// Q8_0 with dim or ffn_dim not a multiple of 32), std::runtime_error on I/O errors.
 void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed);
 // The same, as bytes in memory (used for the built-in model).
 std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed);

@@ -1,1 +1,431 @@
-// placeholder
+#include "engine/model_loader.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "engine/builtin_model.h"
+#include "engine/gguf.h"
+#include "engine/load_error.h"
+#include "engine/safetensors.h"
+
+namespace inflight::engine {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// One tensor as the binder sees it, whichever format it came from.
+struct TensorRef {
+  std::string name;
+  std::string file;            // named in errors
+  std::vector<int64_t> dims;   // row-major, dims[0] slowest: a weight is [out, in]
+  bool ggml_order = false;     // print shapes as GGUF ne (fastest first)
+  kernels::DType dtype = kernels::DType::F32;
+  const uint8_t* data = nullptr;
+  int64_t nbytes = 0;
+};
+
+std::string format_dims(std::vector<int64_t> dims, bool ggml_order) {
+  if (ggml_order) std::reverse(dims.begin(), dims.end());
+  std::string s = ggml_order ? "ne [" : "shape [";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::vector<float> to_floats(const TensorRef& t, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  switch (t.dtype) {
+    case kernels::DType::F32:
+      std::memcpy(out.data(), t.data, size_t(n) * 4);
+      break;
+    case kernels::DType::F16:
+    case kernels::DType::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, t.data + 2 * i, 2);
+        out[size_t(i)] = t.dtype == kernels::DType::F16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h);
+      }
+      break;
+    case kernels::DType::Q8_0:
+      for (int64_t b = 0; b < n / kernels::kQ8BlockSize; ++b) {
+        const uint8_t* block = t.data + b * kernels::kQ8BlockBytes;
+        uint16_t d;
+        std::memcpy(&d, block, 2);
+        const float scale = kernels::f16_to_f32(d);
+        for (int i = 0; i < kernels::kQ8BlockSize; ++i)
+          out[size_t(b * kernels::kQ8BlockSize + i)] = scale * float(int8_t(block[2 + i]));
+      }
+      break;
+  }
+  return out;
+}
+
+// Tensor names of one layout. Layer parts, in LayerWeights order: attn_norm, q, k, v, o, ffn_norm,
+// gate, up, down.
+struct TensorNames {
+  std::string embed, output_norm, output;
+  std::string layer_prefix;  // + layer index + "." + part
+  std::array<const char*, 9> parts;
+  std::string layer(int i, int part) const { return layer_prefix + std::to_string(i) + "." + parts[size_t(part)]; }
+};
+
+const TensorNames kGgufNames{"token_embd.weight", "output_norm.weight", "output.weight", "blk.",
+                             {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
+                              "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
+                              "ffn_down.weight"}};
+const TensorNames kHfNames{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.",
+                           {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
+                            "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
+                            "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}};
+
+// Checks each tensor against the config and turns it into a view (matrices) or a copy (norms).
+class WeightBinder {
+ public:
+  using Finder = std::function<std::optional<TensorRef>(const std::string&)>;
+  WeightBinder(Finder find, std::string where, ModelWeights& w) : find_(std::move(find)), where_(std::move(where)), w_(w) {}
+
+  std::optional<TensorRef> find(const std::string& name) const { return find_(name); }
+
+  TensorRef require(const std::string& name, std::vector<int64_t> dims) const {
+    std::optional<TensorRef> t = find_(name);
+    if (!t) throw_load_error(where_, "missing tensor " + name);
+    if (t->dims != dims)
+      throw_load_error(t->file, "tensor " + name + " has " + format_dims(t->dims, t->ggml_order) + ", expected " +
+                                    format_dims(dims, t->ggml_order));
+    return *t;
+  }
+
+  kernels::WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const {
+    return view(require(name, {rows, cols}), rows, cols);
+  }
+
+  kernels::WeightMatrix view(const TensorRef& t, int64_t rows, int64_t cols) const {
+    const uint8_t* data = t.data;
+    const size_t align = t.dtype == kernels::DType::F32 ? 4 : 2;
+    if (reinterpret_cast<uintptr_t>(data) % align != 0) {  // safetensors data need not be aligned
+      auto copy = std::make_shared<std::vector<float>>(size_t(t.nbytes + 3) / 4);
+      std::memcpy(copy->data(), data, size_t(t.nbytes));
+      data = reinterpret_cast<const uint8_t*>(copy->data());
+      w_.storage.push_back(std::move(copy));
+    }
+    return {t.dtype, data, rows, cols};
+  }
+
+  std::vector<float> vector(const std::string& name, int64_t n) const { return to_floats(require(name, {n}), n); }
+
+  void bind_all(const TensorNames& names, bool tie_requested) const {
+    const ModelConfig& c = w_.config;
+    w_.token_embd = matrix(names.embed, c.vocab_size, c.dim);
+    w_.layers.resize(size_t(c.num_layers));
+    for (int i = 0; i < c.num_layers; ++i) {
+      LayerWeights& l = w_.layers[size_t(i)];
+      l.attn_norm = vector(names.layer(i, 0), c.dim);
+      l.wq = matrix(names.layer(i, 1), c.q_dim(), c.dim);
+      l.wk = matrix(names.layer(i, 2), c.kv_dim(), c.dim);
+      l.wv = matrix(names.layer(i, 3), c.kv_dim(), c.dim);
+      l.wo = matrix(names.layer(i, 4), c.dim, c.q_dim());
+      l.ffn_norm = vector(names.layer(i, 5), c.dim);
+      l.w_gate = matrix(names.layer(i, 6), c.ffn_dim, c.dim);
+      l.w_up = matrix(names.layer(i, 7), c.ffn_dim, c.dim);
+      l.w_down = matrix(names.layer(i, 8), c.dim, c.ffn_dim);
+    }
+    w_.output_norm = vector(names.output_norm, c.dim);
+    // Tied when asked for, when the output tensor is absent, or when it is a bit-identical copy of the
+    // embedding (stories260K ships one): the output matmul then reads the embedding's memory.
+    w_.output = w_.token_embd;
+    w_.config.tied_embeddings = true;
+    if (tie_requested || !find_(names.output)) return;
+    const TensorRef out = require(names.output, {c.vocab_size, c.dim});
+    const TensorRef emb = *find_(names.embed);
+    const bool same = out.dtype == emb.dtype && out.nbytes == emb.nbytes &&
+                      std::memcmp(out.data, emb.data, size_t(out.nbytes)) == 0;
+    if (same) return;
+    w_.output = view(out, c.vocab_size, c.dim);
+    w_.config.tied_embeddings = false;
+  }
+
+ private:
+  Finder find_;
+  std::string where_;
+  ModelWeights& w_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// GGUF
+
+int positive_int(const std::string& path, const std::string& key, int64_t v) {
+  if (v <= 0 || v > std::numeric_limits<int>::max())
+    throw_load_error(path, "key " + key + " = " + std::to_string(v) + " is out of range");
+  return int(v);
+}
+
+int require_int(const GgufFile& g, const std::string& key) {
+  auto v = g.get_int(key);
+  if (!v) throw_load_error(g.path(), "missing key " + key);
+  return positive_int(g.path(), key, *v);
+}
+
+int optional_int(const GgufFile& g, const std::string& key, int fallback) {
+  auto v = g.get_int(key);
+  return v ? positive_int(g.path(), key, *v) : fallback;
+}
+
+ModelConfig gguf_config(const GgufFile& g) {
+  const std::string& path = g.path();
+  ModelConfig c;
+  const auto arch = g.get_string("general.architecture");
+  if (!arch) throw_load_error(path, "missing key general.architecture");
+  if (*arch != "llama") throw_load_error(path, "unsupported architecture " + *arch + " (supported: llama)");
+  c.architecture = *arch;
+  c.name = g.get_string("general.name").value_or(fs::path(path).stem().string());
+  c.dim = require_int(g, "llama.embedding_length");
+  c.num_layers = require_int(g, "llama.block_count");
+  c.num_q_heads = require_int(g, "llama.attention.head_count");
+  c.num_kv_heads = optional_int(g, "llama.attention.head_count_kv", c.num_q_heads);
+  c.ffn_dim = require_int(g, "llama.feed_forward_length");
+  c.max_seq_len = require_int(g, "llama.context_length");
+  c.head_dim = optional_int(g, "llama.attention.key_length", c.dim / c.num_q_heads);
+  if (optional_int(g, "llama.attention.value_length", c.head_dim) != c.head_dim)
+    throw_load_error(path, "key llama.attention.value_length differs from key_length (unsupported)");
+  c.rotary_dim = optional_int(g, "llama.rope.dimension_count", c.head_dim);
+  const auto eps = g.get_float("llama.attention.layer_norm_rms_epsilon");
+  if (!eps) throw_load_error(path, "missing key llama.attention.layer_norm_rms_epsilon");
+  c.rms_eps = float(*eps);
+  c.rope_theta = float(g.get_float("llama.rope.freq_base").value_or(10000.0));
+  if (auto scaling = g.get_string("llama.rope.scaling.type"); scaling && *scaling != "none")
+    throw_load_error(path, "key llama.rope.scaling.type: unsupported rope scaling " + *scaling);
+  c.rope_style = kernels::RopeStyle::GptJ;
+  if (auto v = g.get_int("llama.vocab_size")) {
+    c.vocab_size = positive_int(path, "llama.vocab_size", *v);
+  } else if (const GgufTensorInfo* t = g.find_tensor("token_embd.weight"); t && t->ne.size() == 2) {
+    c.vocab_size = positive_int(path, "token_embd.weight ne[1]", t->ne[1]);
+  } else {
+    c.vocab_size = positive_int(path, "tokenizer.ggml.tokens count", int64_t(g.get_string_array("tokenizer.ggml.tokens").size()));
+  }
+  auto token_id = [&](const std::string& key, int fallback) {
+    auto v = g.get_int(key);
+    if (!v) return fallback;
+    if (*v < 0 || *v >= c.vocab_size) throw_load_error(path, "key " + key + " = " + std::to_string(*v) + " is outside the vocabulary");
+    return int(*v);
+  };
+  c.bos_id = token_id("tokenizer.ggml.bos_token_id", 1);
+  c.eos_id = token_id("tokenizer.ggml.eos_token_id", 2);
+  validate(c, path);
+  return c;
+}
+
+Vocab gguf_vocab(const GgufFile& g, const ModelConfig& c) {
+  const std::string& path = g.path();
+  Vocab v;
+  const auto model = g.get_string("tokenizer.ggml.model");
+  if (!model) throw_load_error(path, "missing key tokenizer.ggml.model");
+  if (*model != "llama") throw_load_error(path, "unsupported tokenizer " + *model + " (supported: llama)");
+  v.model = *model;
+  v.tokens = g.get_string_array("tokenizer.ggml.tokens");
+  if (v.tokens.empty()) throw_load_error(path, "missing key tokenizer.ggml.tokens");
+  if (v.tokens.size() > size_t(c.vocab_size))
+    throw_load_error(path, "key tokenizer.ggml.tokens has " + std::to_string(v.tokens.size()) +
+                               " tokens, more than the model's vocabulary of " + std::to_string(c.vocab_size));
+  for (double s : g.get_float_array("tokenizer.ggml.scores")) v.scores.push_back(float(s));
+  for (int64_t t : g.get_int_array("tokenizer.ggml.token_type")) {
+    if (t < 0 || t > 6) throw_load_error(path, "key tokenizer.ggml.token_type: bad type " + std::to_string(t));
+    v.types.push_back(int32_t(t));
+  }
+  if (!v.scores.empty() && v.scores.size() != v.tokens.size())
+    throw_load_error(path, "key tokenizer.ggml.scores has " + std::to_string(v.scores.size()) + " entries for " +
+                               std::to_string(v.tokens.size()) + " tokens");
+  if (!v.types.empty() && v.types.size() != v.tokens.size())
+    throw_load_error(path, "key tokenizer.ggml.token_type has " + std::to_string(v.types.size()) +
+                               " entries for " + std::to_string(v.tokens.size()) + " tokens");
+  auto id = [&](const std::string& key, int32_t fallback) {
+    auto x = g.get_int(key);
+    if (!x) return fallback;
+    if (*x < -1 || *x >= int64_t(v.tokens.size()))
+      throw_load_error(path, "key " + key + " = " + std::to_string(*x) + " is outside the vocabulary");
+    return int32_t(*x);
+  };
+  v.unk_id = id("tokenizer.ggml.unknown_token_id", 0);
+  v.bos_id = id("tokenizer.ggml.bos_token_id", 1);
+  v.eos_id = id("tokenizer.ggml.eos_token_id", 2);
+  v.pad_id = id("tokenizer.ggml.padding_token_id", -1);
+  v.add_bos = g.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
+  v.add_space_prefix = g.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+  return v;
+}
+
+LoadedModel load_gguf(const GgufFile& g) {
+  ModelWeights w;
+  w.config = gguf_config(g);
+  w.storage.push_back(g.storage());
+  WeightBinder binder(
+      [&g](const std::string& name) -> std::optional<TensorRef> {
+        const GgufTensorInfo* t = g.find_tensor(name);
+        if (t == nullptr) return std::nullopt;
+        return TensorRef{t->name, g.path(), std::vector<int64_t>(t->ne.rbegin(), t->ne.rend()), true, t->dtype,
+                         t->data, t->nbytes};
+      },
+      g.path(), w);
+  binder.bind_all(kGgufNames, false);
+  Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config), g.path());
+  return LoadedModel{std::move(w), std::move(tokenizer)};
+}
+
+// ------------------------------------------------------------------------------------------------
+// Hugging Face folder
+
+class JsonConfig {
+ public:
+  explicit JsonConfig(const fs::path& path) : path_(path.string()) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw_load_error(path_, "cannot open (missing config.json?)");
+    std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    try {
+      j_ = json::parse(text);
+    } catch (const json::exception& e) {
+      throw_load_error(path_, std::string("bad JSON: ") + e.what());
+    }
+    if (!j_.is_object()) throw_load_error(path_, "not a JSON object");
+  }
+  const std::string& path() const { return path_; }
+
+  // nullopt when absent or null.
+  const json* get(const std::string& key) const {
+    auto it = j_.find(key);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::optional<int64_t> get_int(const std::string& key) const {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (v->is_array() && !v->empty()) v = &(*v)[0];  // eos_token_id may list several ids
+    if (!v->is_number_integer()) throw_load_error(path_, "key " + key + " is not an integer");
+    return v->get<int64_t>();
+  }
+  int require_positive(const std::string& key) const {
+    auto v = get_int(key);
+    if (!v) throw_load_error(path_, "missing key " + key);
+    return positive_int(path_, key, *v);
+  }
+  std::optional<double> get_float(const std::string& key) const {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_number()) throw_load_error(path_, "key " + key + " is not a number");
+    return v->get<double>();
+  }
+  std::optional<bool> get_bool(const std::string& key) const {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_boolean()) throw_load_error(path_, "key " + key + " is not a bool");
+    return v->get<bool>();
+  }
+  std::optional<std::string> get_string(const std::string& key) const {
+    const json* v = get(key);
+    if (v == nullptr) return std::nullopt;
+    if (!v->is_string()) throw_load_error(path_, "key " + key + " is not a string");
+    return v->get<std::string>();
+  }
+
+ private:
+  std::string path_;
+  json j_;
+};
+
+ModelConfig hf_config(const JsonConfig& j, const std::string& folder) {
+  const std::string& path = j.path();
+  ModelConfig c;
+  std::string arch = j.get_string("model_type").value_or("");
+  if (arch.empty()) {
+    const json* archs = j.get("architectures");
+    const std::string first = archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string()
+                                  ? (*archs)[0].get<std::string>() : "";
+    arch = first == "LlamaForCausalLM" ? "llama" : first == "MistralForCausalLM" ? "mistral" : first;
+  }
+  if (arch != "llama" && arch != "mistral")
+    throw_load_error(path, "unsupported architecture " + (arch.empty() ? std::string("(none)") : arch) +
+                               " (supported: llama, mistral)");
+  if (j.get_bool("attention_bias").value_or(false) || j.get_bool("mlp_bias").value_or(false))
+    throw_load_error(path, "unsupported: attention_bias / mlp_bias");
+  if (auto act = j.get_string("hidden_act"); act && *act != "silu")
+    throw_load_error(path, "key hidden_act: unsupported activation " + *act);
+  if (const json* rs = j.get("rope_scaling")) {
+    std::string type = rs->is_object() ? rs->value("rope_type", rs->value("type", std::string())) : std::string();
+    if (type != "default") throw_load_error(path, "key rope_scaling: unsupported rope scaling " + rs->dump());
+  }
+  c.architecture = "llama";
+  c.name = fs::path(folder).filename().string();
+  if (c.name.empty()) c.name = fs::path(folder).parent_path().filename().string();
+  c.dim = j.require_positive("hidden_size");
+  c.num_layers = j.require_positive("num_hidden_layers");
+  c.num_q_heads = j.require_positive("num_attention_heads");
+  c.num_kv_heads = j.get_int("num_key_value_heads") ? j.require_positive("num_key_value_heads") : c.num_q_heads;
+  c.head_dim = j.get_int("head_dim") ? j.require_positive("head_dim") : c.dim / c.num_q_heads;
+  c.ffn_dim = j.require_positive("intermediate_size");
+  c.vocab_size = j.require_positive("vocab_size");
+  c.max_seq_len = j.get_int("max_position_embeddings") ? j.require_positive("max_position_embeddings") : 2048;
+  // NOTE: no sliding-window attention here; Mistral's context is cut to its window so results stay exact.
+  if (auto window = j.get_int("sliding_window"); window && *window > 0 && *window < c.max_seq_len)
+    c.max_seq_len = int(*window);
+  c.rms_eps = float(j.get_float("rms_norm_eps").value_or(1e-6));
+  c.rope_theta = float(j.get_float("rope_theta").value_or(10000.0));
+  const double partial = j.get_float("partial_rotary_factor").value_or(1.0);
+  if (!(partial > 0.0 && partial <= 1.0)) throw_load_error(path, "key partial_rotary_factor out of (0, 1]");
+  c.rotary_dim = int(double(c.head_dim) * partial);
+  c.rope_style = kernels::RopeStyle::NeoX;
+  c.tied_embeddings = j.get_bool("tie_word_embeddings").value_or(false);
+  c.bos_id = int(j.get_int("bos_token_id").value_or(1));
+  c.eos_id = int(j.get_int("eos_token_id").value_or(2));
+  validate(c, path);
+  return c;
+}
+
+LoadedModel load_hf(const std::string& folder) {
+  const fs::path dir(folder);
+  const JsonConfig config((dir / "config.json").string());
+  ModelWeights w;
+  w.config = hf_config(config, folder);
+  const SafetensorsModel st = SafetensorsModel::open_folder(folder);
+  for (auto& s : st.storage()) w.storage.push_back(s);
+  WeightBinder binder(
+      [&st](const std::string& name) -> std::optional<TensorRef> {
+        if (st.find_tensor(name) == nullptr) return std::nullopt;
+        const SafetensorsTensor& t = st.require(name);  // throws on an unusable dtype
+        return TensorRef{t.name, t.file, t.shape, false, *t.dtype, t.data, t.nbytes};
+      },
+      folder, w);
+  binder.bind_all(kHfNames, w.config.tied_embeddings);
+
+  const fs::path tokenizer_path = dir / "tokenizer.model";
+  std::error_code ec;
+  if (!fs::is_regular_file(tokenizer_path, ec))
+    throw_load_error(tokenizer_path.string(), "missing tokenizer.model (needed for a Hugging Face folder)");
+  Tokenizer tokenizer = Tokenizer::from_file(tokenizer_path.string());
+  if (tokenizer.vocab_size() > w.config.vocab_size)
+    throw_load_error(tokenizer_path.string(), "has " + std::to_string(tokenizer.vocab_size()) +
+                                                  " pieces, more than the model's vocabulary of " +
+                                                  std::to_string(w.config.vocab_size));
+  return LoadedModel{std::move(w), std::move(tokenizer)};
+}
+
+}  // namespace
+
+LoadedModel load_model(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) return load_hf(path);
+  return load_gguf(GgufFile::open(path));
+}
+
+LoadedModel load_builtin_model() {
+  const ModelShape* shape = find_preset(kBuiltinModelPreset);
+  auto bytes = std::make_shared<const std::vector<uint8_t>>(random_model_gguf(*shape, kernels::DType::F32, kBuiltinModelSeed));
+  return load_gguf(GgufFile::from_memory(std::move(bytes), "<builtin:" + shape->name + ">"));
+}
+
+}  // namespace inflight::engine

@@ -18,6 +18,8 @@ struct StopConditions {
   std::vector<int32_t> stop_token_ids;  // besides EOS
 };
 
+struct Event;
+
 struct Request {
   std::vector<int32_t> prompt_ids;
   SamplingParams sampling;
@@ -28,7 +30,7 @@ struct Request {
   int logprobs = -1;         // -1: none; k >= 0: logprob of the chosen token + top-k alternatives
   StopConditions stop;
   // Receives the events, on the engine thread; must return quickly (post work elsewhere).
-  std::function<void(const struct Event&)> sink;
+  std::function<void(const Event&)> sink;
 };
 
 enum class FinishReason { Stop, Length, Cancelled, Error };

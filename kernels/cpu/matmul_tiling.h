@@ -19,26 +19,23 @@ constexpr int kTokenTile = 4;  // tokens sharing one read of a weight row
 // Kernel: template <int R, int T> static void tile(const uint8_t* w, int64_t w_row_bytes, int64_t cols,
 //   const float* x, int64_t x_stride, float* y, int64_t y_stride) computing y[t * y_stride + r] for
 //   r < R, t < T; and template <int T> static constexpr int rows_per_tile() (register budget).
+template <class Kernel, int R, int T>
+int64_t run_row_tiles(const MatmulArgs& a, const uint8_t* w, const float* x, float* y, int64_t r, int64_t num_rows) {
+  for (; r + R <= num_rows; r += R)
+    Kernel::template tile<R, T>(w + r * a.w_row_bytes, a.w_row_bytes, a.cols, x, a.cols, y + r, a.rows);
+  return r;
+}
+
 template <class Kernel, int T>
 void run_token_tile(const MatmulArgs& a, int64_t r0, int64_t num_rows, int64_t t0) {
   constexpr int R = Kernel::template rows_per_tile<T>();
   const uint8_t* w = a.w + r0 * a.w_row_bytes;
   const float* x = a.x + t0 * a.cols;
   float* y = a.y + t0 * a.rows + r0;
-  int64_t r = 0;
-  auto run = [&](auto rows_tag) {
-    constexpr int RR = decltype(rows_tag)::value;
-    for (; r + RR <= num_rows; r += RR)
-      Kernel::template tile<RR, T>(w + r * a.w_row_bytes, a.w_row_bytes, a.cols, x, a.cols, y + r, a.rows);
-  };
-  struct R0 { static constexpr int value = R; };
-  struct R4 { static constexpr int value = R > 4 ? 4 : R; };
-  struct R2 { static constexpr int value = R > 2 ? 2 : R; };
-  struct R1 { static constexpr int value = 1; };
-  run(R0{});
-  run(R4{});
-  run(R2{});
-  run(R1{});
+  int64_t r = run_row_tiles<Kernel, R, T>(a, w, x, y, 0, num_rows);
+  if constexpr (R > 4) r = run_row_tiles<Kernel, 4, T>(a, w, x, y, r, num_rows);
+  if constexpr (R > 2) r = run_row_tiles<Kernel, 2, T>(a, w, x, y, r, num_rows);
+  if constexpr (R > 1) run_row_tiles<Kernel, 1, T>(a, w, x, y, r, num_rows);
 }
 
 template <class Kernel>

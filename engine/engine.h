@@ -1,0 +1,109 @@
+// Engine: many requests share every forward step. submit()/cancel() are thread-safe; one engine
+// thread runs schedule -> forward -> sample -> emit. Events reach each request's sink on that thread.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "cache/kv_cache.h"
+#include "engine/model.h"
+#include "engine/request.h"
+#include "engine/scheduler.h"
+#include "engine/tokenizer.h"
+
+namespace inflight::engine {
+
+struct EngineConfig {
+  int max_num_seqs = 64;
+  int max_num_batched_tokens = 2048;
+  int max_model_len = 0;  // prompt + generated tokens per sequence; 0: the model's context length
+  int max_queue = 1024;   // requests waiting to start; beyond it submit() throws QueueFullError
+  bool enable_prefix_caching = true;
+};
+
+// The waiting queue is full: try again later (HTTP 429/503 with Retry-After).
+class QueueFullError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct EngineStats {
+  int num_running = 0;          // requests with a sequence scheduled or computing
+  int num_waiting = 0;          // requests not yet started
+  int kv_blocks_used = 0;
+  int kv_blocks_total = 0;
+  uint64_t num_preemptions = 0;
+  uint64_t prefix_query_tokens = 0;
+  uint64_t prefix_hit_tokens = 0;
+  uint64_t prompt_tokens = 0;     // computed prompt tokens (cache hits excluded)
+  uint64_t generated_tokens = 0;
+  uint64_t num_steps = 0;
+  std::map<std::string, uint64_t> finished_by_reason;  // "stop", "length", "cancelled", "error"
+};
+
+class Engine {
+ public:
+  // `model`, `tokenizer` and `kv` must outlive the engine. Starts the engine thread.
+  Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, EngineConfig config);
+  ~Engine();  // cancels whatever is left and joins the engine thread
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Queues a request and returns its id. Throws std::invalid_argument for a request that can never
+  // run (naming the problem: empty prompt, token outside the vocabulary, prompt longer than the
+  // context, more KV than the whole cache, bad sampling values) and QueueFullError when full.
+  uint64_t submit(Request request);
+  // Cancels a request; its blocks are freed within one step and it ends with FinishReason::Cancelled.
+  // Unknown or finished ids are ignored.
+  void cancel(uint64_t id);
+  // Cancels every request and stops the engine thread (idempotent).
+  void shutdown();
+
+  EngineStats stats() const;
+  bool alive() const { return alive_.load(); }
+  const EngineConfig& config() const { return config_; }
+  int max_model_len() const { return config_.max_model_len; }
+
+ private:
+  void loop();
+  void step();
+  void admit_and_cancel();
+  void process_outputs(const SchedulerOutput& out);
+  void sample_sequence(Sequence* seq, const float* logits);
+  void step_beams(RequestState* r, const std::vector<const float*>& rows);
+  void fork(RequestState* r);
+  void finish_sequence(Sequence* seq, FinishReason reason, std::string tail = {});
+  void finish_request(RequestState* r, FinishReason reason);
+  void emit(RequestState* r, Event ev);
+
+  Model& model_;
+  const Tokenizer& tokenizer_;
+  cache::KvCache& kv_;
+  EngineConfig config_;
+  Scheduler scheduler_;
+
+  // Owned by the engine thread.
+  std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
+  std::vector<float> logits_;  // [rows, vocab]
+  uint64_t next_arrival_ = 0;
+
+  // Shared with submitters.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<RequestState>> incoming_;
+  std::vector<uint64_t> cancels_;
+  uint64_t next_id_ = 1;
+  int num_queued_ = 0;  // submitted, not yet scheduled the first time
+  bool stopping_ = false;
+  EngineStats stats_;   // snapshot refreshed after every step
+  std::atomic<bool> alive_{true};
+  std::thread thread_;
+};
+
+}  // namespace inflight::engine

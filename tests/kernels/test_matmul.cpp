@@ -1,0 +1,319 @@
+// matmul for every dtype and ISA against a double-precision reference; batch invariance; dequantize_row.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/dtype.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+
+namespace {
+
+using namespace inflight::kernels;
+using cpu::Isa;
+
+constexpr DType kAllDtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
+constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
+
+// Restores the ISA the process started with when a test ends.
+struct IsaOverride {
+  Isa saved = cpu::active_isa();
+  ~IsaOverride() { cpu::set_active_isa(saved); }
+};
+
+// The ISAs this CPU can run; says which ones it skips.
+std::vector<Isa> runnable_isas() {
+  std::vector<Isa> isas;
+  for (Isa isa : kAllIsas) {
+    if (cpu::isa_supported(isa)) {
+      isas.push_back(isa);
+    } else {
+      MESSAGE("skipping ISA " << cpu::isa_name(isa) << ": this CPU lacks it");
+    }
+  }
+  return isas;
+}
+
+// Q8_0 as GGML writes it: per block of 32, d = amax / 127 (stored f16), q = round(x / d).
+std::vector<uint8_t> quantize_q8_0(const float* src, int64_t n) {
+  std::vector<uint8_t> out(size_t(n / kQ8BlockSize * kQ8BlockBytes));
+  for (int64_t b = 0; b < n / kQ8BlockSize; ++b) {
+    const float* x = src + b * kQ8BlockSize;
+    float amax = 0.0f;
+    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    uint8_t* block = out.data() + b * kQ8BlockBytes;
+    const uint16_t d16 = f32_to_f16(d);
+    std::memcpy(block, &d16, 2);
+    for (int i = 0; i < kQ8BlockSize; ++i) block[2 + i] = uint8_t(int8_t(std::lround(x[i] * inv)));
+  }
+  return out;
+}
+
+// A weight matrix in `dtype` built from `values` [rows, cols], plus the f32 values it really holds.
+struct TestWeights {
+  std::vector<uint8_t> bytes;
+  std::vector<float> exact;  // [rows, cols] dequantised, computed here independently of dequantize_row
+  WeightMatrix view(DType dtype, int64_t rows, int64_t cols) const { return {dtype, bytes.data(), rows, cols}; }
+};
+
+TestWeights make_weights(DType dtype, const std::vector<float>& values, int64_t rows, int64_t cols) {
+  TestWeights w;
+  const size_t n = values.size();
+  w.exact.resize(n);
+  switch (dtype) {
+    case DType::F32:
+      w.bytes.resize(n * 4);
+      std::memcpy(w.bytes.data(), values.data(), n * 4);
+      w.exact = values;
+      break;
+    case DType::F16:
+    case DType::BF16: {
+      w.bytes.resize(n * 2);
+      auto* h = reinterpret_cast<uint16_t*>(w.bytes.data());
+      for (size_t i = 0; i < n; ++i) {
+        h[i] = dtype == DType::F16 ? f32_to_f16(values[i]) : f32_to_bf16(values[i]);
+        w.exact[i] = dtype == DType::F16 ? f16_to_f32(h[i]) : bf16_to_f32(h[i]);
+      }
+      break;
+    }
+    case DType::Q8_0:
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<uint8_t> row = quantize_q8_0(values.data() + r * cols, cols);
+        w.bytes.insert(w.bytes.end(), row.begin(), row.end());
+        for (int64_t b = 0; b < cols / kQ8BlockSize; ++b) {
+          uint16_t d16;
+          std::memcpy(&d16, row.data() + b * kQ8BlockBytes, 2);
+          const double d = f16_to_f32(d16);
+          for (int i = 0; i < kQ8BlockSize; ++i) {
+            const int8_t q = int8_t(row[size_t(b * kQ8BlockBytes + 2 + i)]);
+            w.exact[size_t(r * cols + b * kQ8BlockSize + i)] = float(d * q);
+          }
+        }
+      }
+      break;
+  }
+  return w;
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// Checks y [num_tokens, rows] against sum_c exact[r, c] * x[t, c] in double. Tolerance: f32 rounding
+// of a length-cols sum, relative to sum_c |w x| (ISAs differ only in summation order).
+void check_against_reference(const std::vector<float>& exact, const std::vector<float>& x, const std::vector<float>& y,
+                             int64_t rows, int64_t cols, int64_t num_tokens) {
+  int num_bad = 0;
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0.0, sum_abs = 0.0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = double(exact[size_t(r * cols + c)]) * x[size_t(t * cols + c)];
+        sum += p;
+        sum_abs += std::fabs(p);
+      }
+      const double got = y[size_t(t * rows + r)];
+      const double tol = 1e-5 * sum_abs + 1e-6;
+      if (std::fabs(got - sum) > tol && ++num_bad <= 5) {
+        FAIL_CHECK("y[" << t << ", " << r << "] = " << got << ", want " << sum << " +- " << tol);
+      }
+    }
+  }
+  CHECK(num_bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape") {
+  IsaOverride restore;
+  const std::vector<Isa> isas = runnable_isas();
+  const int64_t all_rows[] = {1, 3, 17, 64, 1000};
+  const int64_t all_cols[] = {32, 64, 96, 2048};
+  const int64_t all_tokens[] = {1, 2, 3, 5, 8, 13};
+  for (DType dtype : kAllDtypes) {
+    for (int64_t rows : all_rows) {
+      for (int64_t cols : all_cols) {
+        const auto values = random_values(size_t(rows * cols), uint32_t(rows * 7919 + cols));
+        const TestWeights w = make_weights(dtype, values, rows, cols);
+        const auto x = random_values(size_t(13 * cols), uint32_t(cols));
+        for (int64_t num_tokens : all_tokens) {
+          for (Isa isa : isas) {
+            CAPTURE(dtype_name(dtype));
+            CAPTURE(cpu::isa_name(isa));
+            CAPTURE(rows);
+            CAPTURE(cols);
+            CAPTURE(num_tokens);
+            REQUIRE(cpu::set_active_isa(isa));
+            std::vector<float> y(size_t(num_tokens * rows), NAN);
+            matmul(w.view(dtype, rows, cols), x.data(), y.data(), num_tokens);
+            check_against_reference(w.exact, x, y, rows, cols, num_tokens);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul handles column counts that are not a multiple of the vector width (float dtypes)") {
+  IsaOverride restore;
+  const int64_t rows = 19;
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t cols : {1, 7, 9, 17, 31, 33, 100, 172}) {
+      const auto values = random_values(size_t(rows * cols), uint32_t(cols));
+      const TestWeights w = make_weights(dtype, values, rows, cols);
+      const auto x = random_values(size_t(5 * cols), uint32_t(cols + 1));
+      for (Isa isa : runnable_isas()) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(cpu::isa_name(isa));
+        CAPTURE(cols);
+        REQUIRE(cpu::set_active_isa(isa));
+        std::vector<float> y(size_t(5 * rows), NAN);
+        matmul(w.view(dtype, rows, cols), x.data(), y.data(), 5);
+        check_against_reference(w.exact, x, y, rows, cols, 5);
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul is batch invariant: a token's row is bit-identical alone or in any batch") {
+  IsaOverride restore;
+  const int64_t num_tokens = 13;
+  const int64_t rows = 37;  // row blocks of 8 plus a ragged tail
+  for (DType dtype : kAllDtypes) {
+    for (int64_t cols : {96, 100, 2048}) {
+      if (dtype == DType::Q8_0 && cols % kQ8BlockSize != 0) continue;
+      const auto values = random_values(size_t(rows * cols), uint32_t(cols * 3));
+      const TestWeights w = make_weights(dtype, values, rows, cols);
+      const WeightMatrix wm = w.view(dtype, rows, cols);
+      const auto x = random_values(size_t(num_tokens * cols), uint32_t(cols * 5));
+      for (Isa isa : runnable_isas()) {
+        CAPTURE(dtype_name(dtype));
+        CAPTURE(cpu::isa_name(isa));
+        CAPTURE(cols);
+        REQUIRE(cpu::set_active_isa(isa));
+        std::vector<float> batch(size_t(num_tokens * rows));
+        matmul(wm, x.data(), batch.data(), num_tokens);
+        for (int64_t t = 0; t < num_tokens; ++t) {
+          std::vector<float> alone(static_cast<size_t>(rows));
+          matmul(wm, x.data() + t * cols, alone.data(), 1);
+          CHECK(std::memcmp(alone.data(), batch.data() + t * rows, size_t(rows) * 4) == 0);
+        }
+        // Sub-batches shift every token into a different slot of its token tile.
+        for (int64_t begin : {1, 2, 3}) {
+          const int64_t n = num_tokens - begin - 1;
+          std::vector<float> sub(size_t(n * rows));
+          matmul(wm, x.data() + begin * cols, sub.data(), n);
+          CHECK(std::memcmp(sub.data(), batch.data() + begin * rows, size_t(n * rows) * 4) == 0);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul results do not depend on the thread count") {
+  IsaOverride restore;
+  const int saved_threads = compute_pool().num_threads();
+  const int64_t rows = 1000, cols = 2048, num_tokens = 3;
+  const auto values = random_values(size_t(rows * cols), 11);
+  const TestWeights w = make_weights(DType::F16, values, rows, cols);
+  const auto x = random_values(size_t(num_tokens * cols), 12);
+  for (Isa isa : runnable_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    std::vector<float> y1(size_t(num_tokens * rows)), y3(y1.size());
+    set_num_threads(1);
+    matmul(w.view(DType::F16, rows, cols), x.data(), y1.data(), num_tokens);
+    set_num_threads(3);
+    matmul(w.view(DType::F16, rows, cols), x.data(), y3.data(), num_tokens);
+    CHECK(std::memcmp(y1.data(), y3.data(), y1.size() * 4) == 0);
+  }
+  set_num_threads(saved_threads);
+}
+
+TEST_CASE("quantize_q8_0 test helper round-trips within half a step") {
+  const auto values = random_values(4 * kQ8BlockSize, 3);
+  const auto q = quantize_q8_0(values.data(), int64_t(values.size()));
+  REQUIRE(q.size() == 4 * kQ8BlockBytes);
+  std::vector<float> back(values.size());
+  dequantize_row(DType::Q8_0, q.data(), back.data(), int64_t(values.size()));
+  for (int b = 0; b < 4; ++b) {
+    uint16_t d16;
+    std::memcpy(&d16, q.data() + b * kQ8BlockBytes, 2);
+    const float d = f16_to_f32(d16);
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const size_t k = size_t(b * kQ8BlockSize + i);
+      CHECK(std::fabs(back[k] - values[k]) <= 0.5f * d + 1e-3f * std::fabs(values[k]));
+    }
+  }
+}
+
+TEST_CASE("dequantize_row expands every dtype") {
+  SUBCASE("f32 copies") {
+    const float src[3] = {1.5f, -0.0f, 3e-39f};
+    float dst[3];
+    dequantize_row(DType::F32, src, dst, 3);
+    CHECK(std::memcmp(src, dst, sizeof(src)) == 0);
+  }
+  SUBCASE("f16 normal, subnormal, max, inf") {
+    const uint16_t src[6] = {0x3c00, 0xc000, 0x0001, 0x7bff, 0x7c00, 0x3555};
+    float dst[6];
+    dequantize_row(DType::F16, src, dst, 6);
+    CHECK(dst[0] == 1.0f);
+    CHECK(dst[1] == -2.0f);
+    CHECK(dst[2] == std::ldexp(1.0f, -24));
+    CHECK(dst[3] == 65504.0f);
+    CHECK(std::isinf(dst[4]));
+    CHECK(dst[5] == doctest::Approx(0.333251953125));
+  }
+  SUBCASE("bf16") {
+    const uint16_t src[3] = {0x3f80, 0xc040, 0x4049};
+    float dst[3];
+    dequantize_row(DType::BF16, src, dst, 3);
+    CHECK(dst[0] == 1.0f);
+    CHECK(dst[1] == -3.0f);
+    CHECK(dst[2] == 3.140625f);
+  }
+  SUBCASE("q8_0 is d * q per block") {
+    uint8_t src[2 * kQ8BlockBytes];
+    const uint16_t d0 = f32_to_f16(0.5f), d1 = f32_to_f16(-0.25f);
+    std::memcpy(src, &d0, 2);
+    std::memcpy(src + kQ8BlockBytes, &d1, 2);
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      src[2 + i] = uint8_t(int8_t(i - 16));
+      src[kQ8BlockBytes + 2 + i] = uint8_t(int8_t(127 - 8 * i));
+    }
+    float dst[2 * kQ8BlockSize];
+    dequantize_row(DType::Q8_0, src, dst, 2 * kQ8BlockSize);
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      CHECK(dst[i] == 0.5f * float(i - 16));
+      CHECK(dst[kQ8BlockSize + i] == -0.25f * float(int8_t(127 - 8 * i)));
+    }
+  }
+}
+
+TEST_CASE("dtype_name and ISA names") {
+  CHECK(dtype_name(DType::F32) == "f32");
+  CHECK(dtype_name(DType::F16) == "f16");
+  CHECK(dtype_name(DType::BF16) == "bf16");
+  CHECK(dtype_name(DType::Q8_0) == "q8_0");
+  Isa isa;
+  CHECK(cpu::parse_isa("avx2", &isa));
+  CHECK(isa == Isa::Avx2);
+  CHECK_FALSE(cpu::parse_isa("sse", &isa));
+  CHECK(cpu::isa_supported(Isa::Scalar));
+  CHECK(cpu::set_active_isa(Isa::Scalar));
+  CHECK(cpu::active_isa() == Isa::Scalar);
+  CHECK(cpu::set_active_isa(cpu::detected_isa()));
+  MESSAGE("detected ISA: " << cpu::isa_name(cpu::detected_isa()));
+}

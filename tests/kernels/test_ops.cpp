@@ -1,0 +1,174 @@
+// Layer ops against hand-computed and double-precision values.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/ops.h"
+
+using namespace inflight::kernels;
+
+namespace {
+
+std::vector<float> random_values(size_t n, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+// Rotates (a, b) by `angle` in double.
+void rotate(double angle, float& a, float& b) {
+  const double c = std::cos(angle), s = std::sin(angle);
+  const double a0 = a, b0 = b;
+  a = float(a0 * c - b0 * s);
+  b = float(a0 * s + b0 * c);
+}
+
+}  // namespace
+
+TEST_CASE("rope GptJ rotates adjacent pairs with angle pos * theta^(-2i/rotary_dim)") {
+  // One head of 4: pairs (0,1) at angle pos, (2,3) at pos * 10000^(-1/2) = pos / 100.
+  RopeParams rope{RopeStyle::GptJ, 4, 4, 10000.0f};
+  float x[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  const int32_t pos = 3;
+  apply_rope(rope, x, 4, 1, &pos, 1);
+  float want[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  rotate(3.0, want[0], want[1]);
+  rotate(0.03, want[2], want[3]);
+  for (int i = 0; i < 4; ++i) CHECK(x[i] == doctest::Approx(want[i]).epsilon(1e-5));
+  // Hand values for pair (0,1): cos 3 = -0.9899925, sin 3 = 0.1411200.
+  CHECK(x[0] == doctest::Approx(1.0 * -0.9899925 - 2.0 * 0.1411200).epsilon(1e-5));
+  CHECK(x[1] == doctest::Approx(1.0 * 0.1411200 + 2.0 * -0.9899925).epsilon(1e-5));
+}
+
+TEST_CASE("rope NeoX rotates (x[i], x[i + rotary_dim/2])") {
+  RopeParams rope{RopeStyle::NeoX, 4, 4, 10000.0f};
+  float x[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  const int32_t pos = 3;
+  apply_rope(rope, x, 4, 1, &pos, 1);
+  float want[4] = {1.0f, 2.0f, 3.0f, 4.0f};
+  rotate(3.0, want[0], want[2]);
+  rotate(0.03, want[1], want[3]);
+  for (int i = 0; i < 4; ++i) CHECK(x[i] == doctest::Approx(want[i]).epsilon(1e-5));
+}
+
+TEST_CASE("rope at position 0 is the identity") {
+  for (RopeStyle style : {RopeStyle::GptJ, RopeStyle::NeoX}) {
+    RopeParams rope{style, 8, 8, 10000.0f};
+    auto x = random_values(16, 1);
+    const auto before = x;
+    const int32_t pos = 0;
+    apply_rope(rope, x.data(), 16, 2, &pos, 1);
+    CHECK(std::memcmp(x.data(), before.data(), 16 * 4) == 0);
+  }
+}
+
+TEST_CASE("rope with partial rotary dim, several heads, tokens and a row stride with padding") {
+  for (RopeStyle style : {RopeStyle::GptJ, RopeStyle::NeoX}) {
+    CAPTURE(int(style));
+    const int head_dim = 8, rotary_dim = 4, num_heads = 3;
+    const int64_t row_stride = num_heads * head_dim + 5;  // 5 trailing floats rope must not touch
+    const float theta = 500000.0f;
+    RopeParams rope{style, head_dim, rotary_dim, theta};
+    const int32_t positions[2] = {7, 1234};
+    auto x = random_values(size_t(2 * row_stride), 2);
+    auto want = x;
+    apply_rope(rope, x.data(), row_stride, num_heads, positions, 2);
+    for (int t = 0; t < 2; ++t) {
+      for (int h = 0; h < num_heads; ++h) {
+        float* v = want.data() + t * row_stride + h * head_dim;
+        for (int i = 0; i < rotary_dim / 2; ++i) {
+          const double angle = positions[t] * std::pow(double(theta), -2.0 * i / rotary_dim);
+          if (style == RopeStyle::GptJ) rotate(angle, v[2 * i], v[2 * i + 1]);
+          else rotate(angle, v[i], v[i + rotary_dim / 2]);
+        }
+      }
+    }
+    // float angles at pos 1234 carry ~1e-4 absolute error, as run.c's do
+    for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == doctest::Approx(want[i]).epsilon(2e-4).scale(1.0));
+    for (int t = 0; t < 2; ++t) {
+      for (int h = 0; h < num_heads; ++h) {
+        for (int i = rotary_dim; i < head_dim; ++i) {
+          const size_t k = size_t(t * row_stride + h * head_dim + i);
+          CHECK(x[k] == want[k]);  // untouched past rotary_dim: bit-identical
+        }
+      }
+      for (int64_t i = num_heads * head_dim; i < row_stride; ++i)
+        CHECK(x[size_t(t * row_stride + i)] == want[size_t(t * row_stride + i)]);
+    }
+  }
+}
+
+TEST_CASE("rms_norm matches x / sqrt(mean(x^2) + eps) * w, also in place") {
+  const int64_t num_tokens = 3, dim = 172;
+  const float eps = 1e-5f;
+  const auto x = random_values(size_t(num_tokens * dim), 3);
+  const auto w = random_values(size_t(dim), 4);
+  std::vector<float> out(x.size());
+  rms_norm(x.data(), w.data(), out.data(), num_tokens, dim, eps);
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    double ss = 0;
+    for (int64_t i = 0; i < dim; ++i) ss += double(x[size_t(t * dim + i)]) * x[size_t(t * dim + i)];
+    const double scale = 1.0 / std::sqrt(ss / dim + eps);
+    for (int64_t i = 0; i < dim; ++i)
+      CHECK(out[size_t(t * dim + i)] == doctest::Approx(w[size_t(i)] * scale * x[size_t(t * dim + i)]).epsilon(1e-5));
+  }
+  auto in_place = x;
+  rms_norm(in_place.data(), w.data(), in_place.data(), num_tokens, dim, eps);
+  CHECK(std::memcmp(in_place.data(), out.data(), out.size() * 4) == 0);
+}
+
+TEST_CASE("rms_norm over many tokens (pool path) equals one token at a time") {
+  const int64_t num_tokens = 300, dim = 2048;
+  const auto x = random_values(size_t(num_tokens * dim), 5);
+  const auto w = random_values(size_t(dim), 6);
+  std::vector<float> all(x.size()), one(static_cast<size_t>(dim));
+  rms_norm(x.data(), w.data(), all.data(), num_tokens, dim, 1e-6f);
+  for (int64_t t : {0, 150, 299}) {
+    rms_norm(x.data() + t * dim, w.data(), one.data(), 1, dim, 1e-6f);
+    CHECK(std::memcmp(one.data(), all.data() + t * dim, size_t(dim) * 4) == 0);
+  }
+}
+
+TEST_CASE("softmax sums to one, matches double, and survives large logits") {
+  auto x = random_values(1000, 7, -10.0f, 10.0f);
+  x[17] = 1000.0f;
+  x[18] = 999.0f;
+  std::vector<double> want(x.size());
+  double max_val = -1e300, sum = 0;
+  for (float v : x) max_val = std::max(max_val, double(v));
+  for (size_t i = 0; i < x.size(); ++i) sum += want[i] = std::exp(double(x[i]) - max_val);
+  softmax(x.data(), int64_t(x.size()));
+  double total = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    CHECK(x[i] == doctest::Approx(want[i] / sum).epsilon(1e-5).scale(1e-7));
+    total += x[i];
+  }
+  CHECK(total == doctest::Approx(1.0).epsilon(1e-5));
+  CHECK(x[17] == doctest::Approx(1.0 / (1.0 + std::exp(-1.0))).epsilon(1e-5));
+}
+
+TEST_CASE("silu_mul and add_inplace") {
+  const int64_t num_tokens = 2, dim = 172;
+  const auto g = random_values(size_t(num_tokens * dim), 8, -8.0f, 8.0f);
+  const auto u = random_values(size_t(num_tokens * dim), 9);
+  std::vector<float> out(g.size());
+  silu_mul(g.data(), u.data(), out.data(), num_tokens, dim);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double silu = g[i] / (1.0 + std::exp(-double(g[i])));
+    CHECK(out[i] == doctest::Approx(silu * u[i]).epsilon(1e-5).scale(1e-6));
+  }
+  auto aliased = g;
+  silu_mul(aliased.data(), u.data(), aliased.data(), num_tokens, dim);
+  CHECK(std::memcmp(aliased.data(), out.data(), out.size() * 4) == 0);
+
+  auto x = random_values(37, 10);
+  const auto y = random_values(37, 11);
+  const auto x0 = x;
+  add_inplace(x.data(), y.data(), 37);
+  for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == x0[i] + y[i]);
+}
