@@ -131,6 +131,11 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
+void Engine::reset_peak() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.kv_blocks_peak = 0;
+}
+
 void Engine::loop() {
   while (true) {
     {
@@ -189,6 +194,10 @@ void Engine::step() {
   admit_and_cancel();
   SchedulerOutput out;
   if (!scheduler_.schedule(&out)) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.kv_blocks_peak = std::max(stats_.kv_blocks_peak, kv_.pool().num_used());
+  }
 
   uint64_t prompt_tokens = 0;
   for (const ScheduledSeq& s : out.seqs) {

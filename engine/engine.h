@@ -37,6 +37,7 @@ struct EngineStats {
   int num_running = 0;          // requests with a sequence scheduled or computing
   int num_waiting = 0;          // requests not yet started
   int kv_blocks_used = 0;
+  int kv_blocks_peak = 0;         // most blocks held at once, since start (or reset_peak())
   int kv_blocks_total = 0;
   uint64_t num_preemptions = 0;
   uint64_t prefix_query_tokens = 0;
@@ -66,6 +67,7 @@ class Engine {
   void shutdown();
 
   EngineStats stats() const;
+  void reset_peak();
   bool alive() const { return alive_.load(); }
   const EngineConfig& config() const { return config_; }
   int max_model_len() const { return config_.max_model_len; }

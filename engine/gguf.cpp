@@ -113,7 +113,8 @@ class ByteReader {
     const uint64_t len = read<uint64_t>(what);
     if (len > remaining())
       fail(std::string("absurd length ") + std::to_string(len) + " of " + what + " at offset " +
-           std::to_string(pos_ - 8) + ": only " + std::to_string(remaining()) + " bytes left in the file");
+           std::to_string(pos_ - 8) + ": only " + std::to_string(remaining()) +
+           " bytes left (file truncated or corrupt)");
     std::string s(reinterpret_cast<const char*>(data_ + pos_), size_t(len));
     pos_ += len;
     return s;
@@ -149,10 +150,11 @@ class GgufParser {
     const uint64_t num_kv = r.read<uint64_t>("metadata count");
     // Bounds by the smallest possible entry keep absurd counts from driving allocations.
     if (num_kv > r.remaining() / (8 + 4 + 1))
-      r.fail("absurd metadata count " + std::to_string(num_kv) + " for a file of " + std::to_string(size) + " bytes");
+      r.fail("absurd metadata count " + std::to_string(num_kv) + ": the file (" + std::to_string(size) +
+             " bytes) is truncated or corrupt");
     if (num_tensors > r.remaining() / (8 + 4 + 8 + 4 + 8))
-      r.fail("absurd tensor count " + std::to_string(num_tensors) + " for a file of " + std::to_string(size) +
-             " bytes");
+      r.fail("absurd tensor count " + std::to_string(num_tensors) + ": the file (" + std::to_string(size) +
+             " bytes) is truncated or corrupt");
 
     for (uint64_t i = 0; i < num_kv; ++i) {
       r.set_context("metadata entry " + std::to_string(i));
@@ -269,7 +271,7 @@ class GgufParser {
         const uint64_t count = r.read<uint64_t>("array count");
         if (count > r.remaining() / min_item_bytes(GgufType(item_type)))
           r.fail("absurd array count " + std::to_string(count) + ": only " + std::to_string(r.remaining()) +
-                 " bytes left in the file");
+                 " bytes left (file truncated or corrupt)");
         auto arr = std::make_shared<GgufArray>();
         arr->type = GgufType(item_type);
         arr->items.reserve(size_t(count));

@@ -32,7 +32,7 @@ void check_case(int block_size, int num_q_heads, int num_kv_heads, int head_dim,
     max_blocks = std::max(max_blocks, nb);
     total_blocks += nb;
   }
-  std::vector<int32_t> perm(size_t(total_blocks));
+  std::vector<int32_t> perm(static_cast<size_t>(total_blocks));
   std::iota(perm.begin(), perm.end(), 0);
   std::shuffle(perm.begin(), perm.end(), rng);
 
@@ -51,7 +51,7 @@ void check_case(int block_size, int num_q_heads, int num_kv_heads, int head_dim,
     dense_v.emplace_back(size_t(total) * kv_dim);
     for (float& x : dense_k.back()) x = normal(rng);
     for (float& x : dense_v.back()) x = normal(rng);
-    std::vector<int64_t> slots(size_t(total));
+    std::vector<int64_t> slots(static_cast<size_t>(total));
     for (int pos = 0; pos < total; ++pos)
       slots[size_t(pos)] = int64_t(tables[s * max_blocks + pos / block_size]) * block_size + pos % block_size;
     append_kv(kv, dense_k.back().data(), kv_dim, dense_v.back().data(), kv_dim, slots.data(), total);

@@ -1,0 +1,127 @@
+// matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
+// triad that measures what the memory system can deliver. Decode (1 token) should approach the
+// triad; prefill (64 tokens) is compute bound and also reports FLOP/s.
+//
+//   ./bench_matmul                                   # active ISA = best detected, all threads
+//   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
+//
+// Weights are cycled over enough copies to exceed the last-level cache, so decode numbers are DRAM
+// numbers, as in a real model whose layers do not fit in cache.
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/isa.h"
+#include "kernels/dtype.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+
+namespace {
+
+using namespace inflight::kernels;
+
+constexpr int64_t kColdBytes = int64_t(256) << 20;  // total weight footprint cycled over, >> LLC
+
+// A row-major [rows, cols] matrix of `dtype` with values in about [-1, 1].
+std::vector<uint8_t> make_matrix(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<uint8_t> bytes(size_t(rows * row_bytes(dtype, cols)));
+  const int64_t n = rows * cols;
+  switch (dtype) {
+    case DType::F32: {
+      auto* p = reinterpret_cast<float*>(bytes.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = dist(rng);
+      break;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      auto* p = reinterpret_cast<uint16_t*>(bytes.data());
+      for (int64_t i = 0; i < n; ++i) p[i] = dtype == DType::F16 ? f32_to_f16(dist(rng)) : f32_to_bf16(dist(rng));
+      break;
+    }
+    case DType::Q8_0: {
+      for (int64_t b = 0; b < n / kQ8BlockSize; ++b) {
+        uint8_t* block = bytes.data() + b * kQ8BlockBytes;
+        const uint16_t d = f32_to_f16(1.0f / 127.0f);
+        std::memcpy(block, &d, 2);
+        for (int i = 0; i < kQ8BlockSize; ++i) block[2 + i] = uint8_t(int8_t(int(rng() % 255) - 127));
+      }
+      break;
+    }
+  }
+  return bytes;
+}
+
+void run_matmul(benchmark::State& state, DType dtype, int64_t rows, int64_t cols, int64_t num_tokens) {
+  const int64_t matrix_bytes = rows * row_bytes(dtype, cols);
+  const int64_t num_copies = num_tokens == 1 ? (kColdBytes + matrix_bytes - 1) / matrix_bytes : 1;
+  std::vector<std::vector<uint8_t>> copies;
+  for (int64_t i = 0; i < num_copies; ++i) copies.push_back(make_matrix(dtype, rows, cols, uint32_t(i + 1)));
+  std::vector<float> x(size_t(num_tokens * cols), 0.5f);  // [num_tokens, cols]
+  std::vector<float> y(size_t(num_tokens * rows));        // [num_tokens, rows]
+  int64_t next = 0;
+  for (auto _ : state) {
+    const WeightMatrix w{dtype, copies[size_t(next)].data(), rows, cols};
+    matmul(w, x.data(), y.data(), num_tokens);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+    next = next + 1 == num_copies ? 0 : next + 1;
+  }
+  state.SetBytesProcessed(state.iterations() * matrix_bytes);
+  state.counters["FLOP/s"] = benchmark::Counter(double(2 * rows * cols * num_tokens),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + ", " +
+                 std::to_string(compute_pool().num_threads()) + " threads");
+}
+
+// STREAM triad a[i] = b[i] + s * c[i] over 3 x 128 MiB, split over the compute pool like matmul.
+// Bytes counted as STREAM does: 3 arrays per pass (no write-allocate traffic).
+void run_triad(benchmark::State& state) {
+  const int64_t n = int64_t(32) << 20;  // floats per array
+  std::vector<float> a(static_cast<size_t>(n)), b(a.size(), 1.0f), c(a.size(), 2.0f);
+  const float s = 3.0f;
+  for (auto _ : state) {
+    compute_pool().parallel_for(n, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
+      float* pa = a.data();
+      const float* pb = b.data();
+      const float* pc = c.data();
+      for (int64_t i = begin; i < end; ++i) pa[i] = pb[i] + s * pc[i];
+    });
+    benchmark::DoNotOptimize(a.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * n * int64_t(sizeof(float)));
+  state.SetLabel(std::to_string(compute_pool().num_threads()) + " threads");
+}
+
+struct Shape {
+  int64_t rows, cols;
+};
+
+bool register_all() {
+  benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
+  const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+    for (const Shape& s : shapes) {
+      for (int64_t num_tokens : {1, 64}) {
+        const std::string name = "matmul/" + std::string(dtype_name(dtype)) + "/" + std::to_string(s.rows) + "x" +
+                                 std::to_string(s.cols) + "/t" + std::to_string(num_tokens);
+        benchmark::RegisterBenchmark(name.c_str(), run_matmul, dtype, s.rows, s.cols, num_tokens)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+    }
+  }
+  return true;
+}
+
+const bool registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,225 @@
+// The engine with many requests at once, on stories260K: batch invariance, chunked prefill,
+// preemption, cancellation, prefix caching, n > 1, stop strings; the pool never leaks.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <thread>
+
+#include "engine/generator.h"
+#include "engine/model_loader.h"
+#include "engine_support.h"
+#include "test_support.h"
+
+using namespace inflight;
+
+namespace {
+
+struct Fixture {
+  engine::LoadedModel loaded = engine::load_model(test::stories_gguf());
+  engine::Model model{std::move(loaded.weights)};
+  const engine::Tokenizer& tok = loaded.tokenizer;
+
+  std::unique_ptr<cache::KvCache> make_kv(int num_blocks, int block_size = 16) {
+    const auto& c = model.config();
+    return std::make_unique<cache::KvCache>(
+        cache::KvCacheConfig{c.num_layers, c.num_kv_heads, c.head_dim, block_size, num_blocks, kernels::KvDType::F32});
+  }
+
+  // Greedy tokens of one prompt run alone, outside the engine.
+  std::vector<int32_t> alone(const std::vector<int32_t>& prompt, int max_tokens) {
+    auto kv = make_kv(64);
+    engine::GenerateOptions o;
+    o.max_tokens = max_tokens;
+    o.sampling.temperature = 0.0f;
+    o.stop_at_eos = false;
+    return engine::generate(model, *kv, tok, prompt, o).generated_ids;
+  }
+};
+
+Fixture& fixture() {
+  static Fixture f;
+  return f;
+}
+
+const char* kPrompts[] = {"Once upon a time",
+                          "Lily and Tom went to the park",
+                          "The cat",
+                          "",
+                          "One day, a little girl named Sue found a big red ball in the garden. She",
+                          "Tom had a dog",
+                          "The sun was shining and the birds were singing. Ben wanted to go outside and play with his friends",
+                          "A fox"};
+
+engine::Request greedy_request(const std::vector<int32_t>& prompt, int max_tokens) {
+  engine::Request r;
+  r.prompt_ids = prompt;
+  r.sampling.temperature = 0.0f;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  return r;
+}
+
+struct Case {
+  std::vector<int32_t> prompt;
+  int max_tokens;
+  std::vector<int32_t> expected;
+};
+
+std::vector<Case> sixteen_cases() {
+  Fixture& f = fixture();
+  static std::vector<Case> cases;
+  if (cases.empty()) {
+    for (int i = 0; i < 16; ++i) {
+      Case c;
+      c.prompt = f.tok.encode(kPrompts[i % 8], true);
+      c.max_tokens = 8 + (i * 13) % 57;
+      c.expected = f.alone(c.prompt, c.max_tokens);
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+void run_concurrently(engine::EngineConfig config, int num_blocks, int block_size, bool expect_preemption) {
+  Fixture& f = fixture();
+  const auto cases = sixteen_cases();
+  auto kv = f.make_kv(num_blocks, block_size);
+  engine::Engine eng(f.model, f.tok, *kv, config);
+  std::vector<test::Collector> collectors(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i)
+    eng.submit(collectors[i].attach(greedy_request(cases[i].prompt, cases[i].max_tokens)));
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const test::Outcome o = collectors[i].wait();
+    CAPTURE(i);
+    CHECK(o.error.empty());
+    CHECK(o.choices.at(0).tokens == cases[i].expected);
+    CHECK(o.choices.at(0).reason == engine::FinishReason::Length);
+    CHECK(o.usage.completion_tokens == cases[i].max_tokens);
+    CHECK(o.usage.prompt_tokens == int(cases[i].prompt.size()));
+  }
+  const engine::EngineStats s = eng.stats();
+  MESSAGE("steps " << s.num_steps << ", preemptions " << s.num_preemptions << ", peak blocks " << s.kv_blocks_peak
+                   << "/" << num_blocks);
+  if (expect_preemption) CHECK(s.num_preemptions > 0);
+  eng.shutdown();
+  CHECK(kv->pool().num_free() == num_blocks);  // nothing leaked (cached blocks count as free)
+}
+
+}  // namespace
+
+TEST_SUITE("engine") {
+  TEST_CASE("16 concurrent greedy requests equal each request run alone") {
+    run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 512}, 256, 16, false);
+  }
+  TEST_CASE("the same with chunked prefill forced to 8 tokens a step") {
+    run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 8}, 256, 16, false);
+  }
+  TEST_CASE("the same with a KV pool so small that sequences are preempted and recomputed") {
+    run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 64, .enable_prefix_caching = false}, 12, 8, true);
+    run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 64}, 12, 8, true);
+  }
+
+  TEST_CASE("cancellations at random steps and failing requests leave the pool free") {
+    Fixture& f = fixture();
+    auto kv = f.make_kv(64, 4);
+    engine::Engine eng(f.model, f.tok, *kv, {.max_num_seqs = 8, .max_num_batched_tokens = 32});
+    std::mt19937 rng(5);
+    std::vector<test::Collector> collectors(24);
+    std::vector<uint64_t> ids;
+    for (size_t i = 0; i < collectors.size(); ++i) {
+      engine::Request r = greedy_request(f.tok.encode(kPrompts[i % 8], true), 40);
+      if (i % 3 == 0) r.n = 2, r.sampling.temperature = 0.8f, r.sampling.seed = i;
+      ids.push_back(eng.submit(collectors[i].attach(std::move(r))));
+      if (i % 2 == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
+        eng.cancel(ids[rng() % ids.size()]);
+      }
+    }
+    // Requests that can never run are refused up front, naming the problem.
+    CHECK_THROWS_WITH_AS(eng.submit(greedy_request({1, 9999}, 4)), doctest::Contains("outside the vocabulary"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(eng.submit(greedy_request(std::vector<int32_t>(600, 5), 4)), doctest::Contains("context"),
+                         std::invalid_argument);
+    CHECK_THROWS_WITH_AS(eng.submit(greedy_request(std::vector<int32_t>(200, 5), 200)),
+                         doctest::Contains("KV cache"), std::invalid_argument);
+    int cancelled = 0;
+    for (auto& c : collectors) {
+      const test::Outcome o = c.wait();
+      CHECK(o.num_events_after_last == 0);
+      for (auto& [i, ch] : o.choices) {
+        CHECK(ch.finished);
+        cancelled += ch.reason == engine::FinishReason::Cancelled;
+      }
+    }
+    MESSAGE(cancelled << " choices cancelled");
+    eng.shutdown();
+    CHECK(kv->pool().num_free() == 64);
+  }
+
+  TEST_CASE("prefix caching: a second request with the same long prefix computes only the new tokens") {
+    Fixture& f = fixture();
+    auto kv = f.make_kv(64, 16);
+    engine::Engine eng(f.model, f.tok, *kv, {});
+    const std::vector<int32_t> first = f.tok.encode(kPrompts[6], true);
+    std::vector<int32_t> second = first;
+    for (int32_t t : f.tok.encode(" and then they went home", false)) second.push_back(t);
+
+    test::Collector a, b;
+    eng.submit(a.attach(greedy_request(first, 10)));
+    const test::Outcome oa = a.wait();
+    CHECK(oa.usage.cached_tokens == 0);
+    const uint64_t computed_before = eng.stats().prompt_tokens;
+    eng.submit(b.attach(greedy_request(second, 10)));
+    const test::Outcome ob = b.wait();
+    const int cached = int(first.size()) / 16 * 16;
+    CHECK(ob.usage.cached_tokens == cached);
+    CHECK(eng.stats().prompt_tokens - computed_before == second.size() - size_t(cached));
+    CHECK(eng.stats().prefix_hit_tokens == uint64_t(cached));
+    CHECK(ob.choices.at(0).tokens == f.alone(second, 10));
+    eng.shutdown();
+    CHECK(kv->pool().num_free() == 64);
+    CHECK(kv->pool().num_cached() > 0);
+  }
+
+  TEST_CASE("n > 1: samples share the prompt's blocks and each equals a lone run with its seed") {
+    Fixture& f = fixture();
+    auto kv = f.make_kv(128, 16);
+    engine::Engine eng(f.model, f.tok, *kv, {.enable_prefix_caching = false});
+    const std::vector<int32_t> prompt = f.tok.encode(kPrompts[6], true);  // 2+ blocks
+    engine::Request r = greedy_request(prompt, 20);
+    r.n = 4;
+    r.sampling = {.temperature = 0.9f, .top_k = 20, .seed = 1234};
+    test::Collector c;
+    eng.submit(c.attach(r));
+    const test::Outcome o = c.wait();
+    const int prompt_blocks = int(prompt.size() + 15) / 16, gen_blocks = (20 + 15) / 16;
+    CHECK(eng.stats().kv_blocks_peak <= prompt_blocks + 4 * (gen_blocks + 1));
+    CHECK(eng.stats().kv_blocks_peak < 4 * prompt_blocks);
+    REQUIRE(o.choices.size() == 4);
+    for (int i = 0; i < 4; ++i) {
+      engine::Request one = r;
+      one.n = 1;
+      one.sampling.seed = 1234 + i;
+      test::Collector ci;
+      eng.submit(ci.attach(one));
+      CHECK(ci.wait().choices.at(0).tokens == o.choices.at(i).tokens);
+    }
+    CHECK(o.usage.completion_tokens == 4 * 20);
+    eng.shutdown();
+    CHECK(kv->pool().num_free() == 128);
+  }
+
+  TEST_CASE("stop strings end the text before them and are never emitted") {
+    Fixture& f = fixture();
+    auto kv = f.make_kv(64, 16);
+    engine::Engine eng(f.model, f.tok, *kv, {});
+    engine::Request r = greedy_request(f.tok.encode("", true), 64);
+    r.stop.stop = {"girl named"};
+    test::Collector c;
+    eng.submit(c.attach(r));
+    const test::Outcome o = c.wait();
+    CHECK(o.choices.at(0).text == "Once upon a time, there was a little ");
+    CHECK(o.choices.at(0).reason == engine::FinishReason::Stop);
+    eng.shutdown();
+  }
+}
