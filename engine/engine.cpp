@@ -440,7 +440,7 @@ void Engine::step_beams(RequestState* r, const std::vector<const float*>& rows) 
       s->cache_indir.assign(root->tokens.size(), 0);
       beams.push_back(std::move(s));
     }
-    for (int i = int(beams.size()) - 1; i >= 0; --i) scheduler_.add_running_after(root, beams[size_t(i)].get());
+    for (auto& b : beams) scheduler_.add_running_after(root, b.get());
     scheduler_.remove(root);
     r->seqs = std::move(beams);
   }
