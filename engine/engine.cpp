@@ -102,6 +102,7 @@ uint64_t Engine::submit(Request request) {
   root->table = cache::BlockTable(kv_.config().block_size);
   r->seqs.push_back(std::move(root));
   r->usage.prompt_tokens = num_prompt;
+  r->submitted_at = std::chrono::steady_clock::now();
 
   uint64_t id;
   {
@@ -204,6 +205,7 @@ void Engine::step() {
     RequestState* r = s.seq->request;
     if (!r->started) {
       r->started = true;
+      r->queue_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - r->submitted_at).count();
       std::lock_guard<std::mutex> lock(mu_);
       --num_queued_;
     }
@@ -509,6 +511,7 @@ void Engine::finish_request(RequestState* r, FinishReason reason) {
 
 void Engine::emit(RequestState* r, Event ev) {
   if (!r->request.sink) return;
+  if (auto* f = std::get_if<FinishedEvent>(&ev.value)) f->queue_seconds = r->queue_seconds;
   try {
     r->request.sink(ev);
   } catch (const std::exception& e) {

@@ -58,6 +58,7 @@ struct FinishedEvent {
   std::vector<int32_t> token_ids;
   std::string text;
   double cumulative_logprob = 0.0;
+  double queue_seconds = 0.0;   // from submit() until the request was first scheduled
 };
 
 struct ErrorEvent {

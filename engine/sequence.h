@@ -2,6 +2,7 @@
 // sequence until its prompt is computed, then n sampled sequences or beam_width beams that share the
 // prompt's blocks.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -50,6 +51,8 @@ struct RequestState {
   std::vector<std::unique_ptr<Sequence>> seqs;  // one until the prompt is computed, then n or beam_width
   bool forked = false;
   bool started = false;  // scheduled at least once
+  std::chrono::steady_clock::time_point submitted_at;
+  double queue_seconds = 0;  // submit -> first scheduled
   std::unique_ptr<BeamSearch> beam;  // beam requests, from their first step
   int num_finished = 0;
   Usage usage;
