@@ -1,5 +1,5 @@
 // matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
-// triad that measures what the memory system can deliver. Decode (1 token) should approach the
+// triad and a read-only sweep that measure what the memory system can deliver. Decode (1 token) should approach the
 // triad; prefill (64 tokens) is compute bound and also reports FLOP/s.
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
@@ -99,12 +99,38 @@ void run_triad(benchmark::State& state) {
   state.SetLabel(std::to_string(compute_pool().num_threads()) + " threads");
 }
 
+// Read-only bandwidth: sum of one 384 MiB array, the access pattern of a GEMV (weights read once,
+// nothing written). Four independent 4-float partial sums (baseline SSE) keep the loads in flight.
+void run_read(benchmark::State& state) {
+  typedef float Vec4 __attribute__((vector_size(16)));
+  const int64_t n = int64_t(96) << 20;  // floats
+  std::vector<float> a(static_cast<size_t>(n), 1.0f);
+  for (auto _ : state) {
+    compute_pool().parallel_for(n / 16, int64_t(1) << 12, [&](int64_t begin, int64_t end) {
+      Vec4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+      for (int64_t i = begin * 16; i < end * 16; i += 16) {
+        Vec4 v[4];
+        std::memcpy(v, a.data() + i, sizeof(v));
+        s0 += v[0];
+        s1 += v[1];
+        s2 += v[2];
+        s3 += v[3];
+      }
+      Vec4 total = (s0 + s1) + (s2 + s3);
+      benchmark::DoNotOptimize(total);
+    });
+  }
+  state.SetBytesProcessed(state.iterations() * n * int64_t(sizeof(float)));
+  state.SetLabel(std::to_string(compute_pool().num_threads()) + " threads");
+}
+
 struct Shape {
   int64_t rows, cols;
 };
 
 bool register_all() {
   benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("read", run_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     for (const Shape& s : shapes) {

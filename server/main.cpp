@@ -2,9 +2,14 @@
 #include <cstdio>
 #include <exception>
 
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
 #include "server/commands.h"
 
 int main(int argc, char** argv) {
+  // Logs go to stderr; stdout carries only what a command produces (generated text).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("inflight"));
   CLI::App app{"inflight: an LLM decoding server for Llama-family models"};
   app.require_subcommand(1);
   inflight::cli::add_generate_command(app);

@@ -4,7 +4,9 @@
 
 #include <cstring>
 #include <fstream>
+#include <random>
 
+#include "engine/builtin_model.h"
 #include "engine/model_loader.h"
 #include "loader_test_support.h"
 
@@ -358,6 +360,32 @@ TEST_CASE("model_loader validate rejects inconsistent configs") {
   bad.num_q_heads = 1 << 22;
   bad.num_kv_heads = 1 << 22;
   CHECK(test::contains(message(bad), "q_dim"));
+}
+
+TEST_CASE("model_loader randomly corrupted GGUF metadata loads or throws LoadError, never crashes") {
+  test::TempDir dir("loader-fuzz");
+  const engine::ModelShape shape{"fuzz", 64, 2, 4, 2, 96, 300, 256};
+  const auto good = engine::random_model_gguf(shape, DType::F16, 5);
+  const size_t header = test::find_bytes(good, "output.weight") + 64;  // past the last tensor info
+  const std::string path = dir / "fuzz.gguf";
+  std::mt19937_64 rng(99);
+  int num_loaded = 0;
+  for (int iter = 0; iter < 300; ++iter) {
+    auto b = good;
+    for (int k = 0, n = 1 + int(rng() % 3); k < n; ++k) {
+      const size_t at = size_t(rng() % header);
+      b[at] = rng() % 2 ? uint8_t(rng()) : uint8_t(b[at] ^ (1u << (rng() % 8)));
+    }
+    test::write_bytes(path, b);
+    CAPTURE(iter);
+    try {
+      engine::load_model(path);
+      ++num_loaded;
+    } catch (const engine::LoadError& e) {
+      CHECK_MESSAGE(test::contains(e.what(), path), e.what());
+    }
+  }
+  CHECK(num_loaded > 0);
 }
 
 }  // TEST_SUITE

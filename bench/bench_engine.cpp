@@ -1,0 +1,115 @@
+// Offline engine throughput: N requests submitted at once (random-token prompts, fixed output length,
+// ignore_eos), output tokens per second. Usage:
+//   bench_engine MODEL.gguf [--concurrency 1,8,32] [--input-len 128] [--output-len 128] [--threads N]
+//                [--kv-block-size 16] [--rounds 3]
+// Rounds alternate over the concurrency levels so drift in machine speed touches every level alike;
+// the table gives the median of the rounds.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <condition_variable>
+#include <mutex>
+
+#include "engine/engine.h"
+#include "engine/model_loader.h"
+#include "kernels/thread_pool.h"
+
+using namespace inflight;
+
+namespace {
+
+std::vector<int> parse_list(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Runs `num` requests at once; returns output tokens per second.
+double run_once(engine::Engine& eng, const engine::ModelConfig& c, int num, int input_len, int output_len,
+                std::mt19937& rng) {
+  std::mutex mu;
+  std::condition_variable cv;
+  int done = 0;
+  std::uniform_int_distribution<int32_t> token(3, c.vocab_size - 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < num; ++i) {
+    engine::Request r;
+    r.prompt_ids.push_back(c.bos_id);
+    for (int k = 1; k < input_len; ++k) r.prompt_ids.push_back(token(rng));
+    r.sampling.temperature = 0.0f;
+    r.stop.max_tokens = output_len;
+    r.stop.ignore_eos = true;
+    r.sink = [&](const engine::Event& ev) {
+      if (!ev.last) return;
+      std::lock_guard<std::mutex> lock(mu);
+      ++done;
+      cv.notify_all();
+    };
+    eng.submit(std::move(r));
+  }
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return done == num; });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return double(num) * output_len / s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: %s MODEL [--concurrency 1,8,32] [--input-len 128] [--output-len 128] [--threads N] "
+                 "[--kv-block-size 16] [--rounds 3]\n", argv[0]);
+    return 2;
+  }
+  std::string model_path = argv[1];
+  std::vector<int> levels{1, 8, 32};
+  int input_len = 128, output_len = 128, threads = 0, block_size = 16, rounds = 3;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--concurrency") levels = parse_list(value);
+    else if (flag == "--input-len") input_len = std::stoi(value);
+    else if (flag == "--output-len") output_len = std::stoi(value);
+    else if (flag == "--threads") threads = std::stoi(value);
+    else if (flag == "--kv-block-size") block_size = std::stoi(value);
+    else if (flag == "--rounds") rounds = std::stoi(value);
+    else {
+      std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
+      return 2;
+    }
+  }
+  if (threads > 0) kernels::set_num_threads(threads);
+  engine::LoadedModel loaded = engine::load_model(model_path);
+  engine::Model model(std::move(loaded.weights));
+  const engine::ModelConfig& c = model.config();
+  const int max_level = *std::max_element(levels.begin(), levels.end());
+  const int per_seq_blocks = (input_len + output_len + block_size - 1) / block_size;
+  cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, block_size, per_seq_blocks * max_level + 8,
+                     kernels::KvDType::F32});
+  engine::Engine eng(model, loaded.tokenizer, kv,
+                     {.max_num_seqs = max_level, .max_num_batched_tokens = 2048, .enable_prefix_caching = false});
+  std::mt19937 rng(1);
+  std::vector<std::vector<double>> results(levels.size());
+  run_once(eng, c, 1, 16, 4, rng);  // warm-up
+  for (int round = 0; round < rounds; ++round)
+    for (size_t l = 0; l < levels.size(); ++l) results[l].push_back(run_once(eng, c, levels[l], input_len, output_len, rng));
+
+  std::printf("model %s, input %d, output %d tokens, %d compute threads, %d rounds (median)\n", model_path.c_str(),
+              input_len, output_len, kernels::compute_pool().num_threads(), rounds);
+  std::printf("| concurrency | output tok/s | vs 1 sequence |\n|---:|---:|---:|\n");
+  const double base = median(results[0]);
+  for (size_t l = 0; l < levels.size(); ++l)
+    std::printf("| %d | %.1f | %.2fx |\n", levels[l], median(results[l]), median(results[l]) / base);
+  return 0;
+}

@@ -1,0 +1,187 @@
+// Random-weight models: presets, determinism, the synthetic vocabulary, every weight dtype, and the
+// built-in default model loaded from memory.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <set>
+
+#include "engine/builtin_model.h"
+#include "engine/model_loader.h"
+#include "loader_test_support.h"
+
+using namespace inflight;
+using engine::GgufFile;
+using engine::ModelShape;
+using kernels::DType;
+using kernels::WeightMatrix;
+
+namespace {
+
+GgufFile parse(std::vector<uint8_t> bytes) {
+  return GgufFile::from_memory(std::make_shared<const std::vector<uint8_t>>(std::move(bytes)), "random.gguf");
+}
+
+std::vector<float> dequantize(const WeightMatrix& w) {
+  std::vector<float> out(size_t(w.rows * w.cols));
+  const int64_t stride = kernels::row_bytes(w.dtype, w.cols);
+  for (int64_t r = 0; r < w.rows; ++r)
+    kernels::dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * stride, out.data() + r * w.cols, w.cols);
+  return out;
+}
+
+double rms(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += double(x) * x;
+  return std::sqrt(s / double(v.size()));
+}
+
+// A small shape with the vocabulary of `vocab_size`.
+ModelShape small_shape(int vocab_size) { return {"small", 64, 1, 4, 2, 96, vocab_size, 256}; }
+
+}  // namespace
+
+TEST_SUITE("builtin_model") {
+
+TEST_CASE("builtin_model presets") {
+  const ModelShape* tiny = engine::find_preset("tiny");
+  REQUIRE(tiny != nullptr);
+  CHECK(tiny->dim == 128);
+  CHECK(tiny->num_layers == 4);
+  CHECK(tiny->num_q_heads == 8);
+  CHECK(tiny->num_kv_heads == 2);
+  CHECK(tiny->ffn_dim == 384);
+  CHECK(tiny->vocab_size == 512);
+  CHECK(tiny->max_seq_len == 2048);
+  const ModelShape* smol = engine::find_preset("smollm-135m");
+  REQUIRE(smol != nullptr);
+  CHECK((smol->dim == 576 && smol->num_layers == 30 && smol->num_q_heads == 9 && smol->num_kv_heads == 3 &&
+         smol->ffn_dim == 1536 && smol->vocab_size == 49152 && smol->max_seq_len == 2048));
+  const ModelShape* tl = engine::find_preset("tinyllama-1.1b");
+  REQUIRE(tl != nullptr);
+  CHECK((tl->dim == 2048 && tl->num_layers == 22 && tl->num_q_heads == 32 && tl->num_kv_heads == 4 &&
+         tl->ffn_dim == 5632 && tl->vocab_size == 32000 && tl->max_seq_len == 2048));
+  CHECK(engine::model_presets().size() == 3);
+  CHECK(engine::find_preset("gpt-5") == nullptr);
+}
+
+TEST_CASE("builtin_model random_model_gguf is deterministic in the seed") {
+  const ModelShape s = small_shape(300);
+  const auto a = engine::random_model_gguf(s, DType::F32, 7);
+  CHECK(a == engine::random_model_gguf(s, DType::F32, 7));
+  CHECK(a != engine::random_model_gguf(s, DType::F32, 8));
+  CHECK_THROWS_AS(engine::random_model_gguf({"bad", 64, 1, 3, 1, 96, 300, 256}, DType::F32, 1), std::invalid_argument);
+  CHECK_THROWS_AS(engine::random_model_gguf({"bad", 64, 1, 4, 3, 96, 300, 256}, DType::F32, 1), std::invalid_argument);
+  CHECK_THROWS_AS(engine::random_model_gguf({"bad", 64, 1, 4, 2, 96, 100, 256}, DType::F32, 1), std::invalid_argument);
+  CHECK_THROWS_AS(engine::random_model_gguf({"bad", 64, 1, 4, 2, 80, 300, 256}, DType::Q8_0, 1), std::invalid_argument);
+}
+
+TEST_CASE("builtin_model metadata and the synthetic sentencepiece vocabulary") {
+  for (int vocab : {300, 512, 49152}) {
+    CAPTURE(vocab);
+    const GgufFile g = parse(engine::random_model_gguf(small_shape(vocab), DType::F32, 1));
+    CHECK(g.get_string("general.architecture") == "llama");
+    CHECK(g.get_string("general.name") == "small");
+    CHECK(g.get_int("general.file_type") == 0);
+    CHECK(g.get_int("llama.attention.head_count_kv") == 2);
+    CHECK(g.get_int("llama.rope.dimension_count") == 16);
+    CHECK(g.get_string("tokenizer.ggml.model") == "llama");
+    CHECK(g.get_bool("tokenizer.ggml.add_bos_token") == true);
+    const auto tokens = g.get_string_array("tokenizer.ggml.tokens");
+    const auto types = g.get_int_array("tokenizer.ggml.token_type");
+    const auto scores = g.get_float_array("tokenizer.ggml.scores");
+    REQUIRE(tokens.size() == size_t(vocab));
+    REQUIRE(types.size() == size_t(vocab));
+    REQUIRE(scores.size() == size_t(vocab));
+    CHECK(tokens[0] == "<unk>");
+    CHECK(types[0] == 2);
+    CHECK((tokens[1] == "<s>" && tokens[2] == "</s>" && types[1] == 3 && types[2] == 3));
+    CHECK(tokens[3] == "<0x00>");
+    CHECK(tokens[3 + 0x0A] == "<0x0A>");
+    CHECK(tokens[258] == "<0xFF>");
+    for (int i = 3; i < 259; ++i) CHECK(types[size_t(i)] == 6);
+    CHECK(tokens[259] == "\xE2\x96\x81");
+    CHECK(tokens[260] == "!");
+    CHECK(std::set<std::string>(tokens.begin(), tokens.end()).size() == tokens.size());
+    for (size_t i = 260; i < tokens.size(); ++i) {
+      CHECK(types[i] == 1);
+      CHECK(scores[i] < scores[i - 1]);
+    }
+    if (vocab == 512) CHECK(tokens[354 + 26] == "\xE2\x96\x81" "aa");
+  }
+  CHECK(parse(engine::random_model_gguf(small_shape(300), DType::Q8_0, 1)).get_int("general.file_type") == 7);
+}
+
+TEST_CASE("builtin_model every dtype holds the F32 values up to rounding") {
+  test::TempDir dir("random");
+  const ModelShape s = small_shape(320);
+  engine::write_random_model(dir / "f32.gguf", s, DType::F32, 3);
+  const auto ref = engine::load_model(dir / "f32.gguf");
+  const auto& rw = ref.weights;
+  CHECK(rw.config.dim == 64);
+  CHECK(rw.config.head_dim == 16);
+  CHECK_FALSE(rw.config.tied_embeddings);
+  CHECK(rms(dequantize(rw.token_embd)) == doctest::Approx(1.0).epsilon(0.05));
+  CHECK(rms(dequantize(rw.layers[0].wq)) == doctest::Approx(1.0 / 8.0).epsilon(0.05));
+  CHECK(rms(dequantize(rw.layers[0].w_down)) == doctest::Approx(1.0 / std::sqrt(96.0)).epsilon(0.05));
+  CHECK(rw.layers[0].attn_norm == std::vector<float>(64, 1.0f));
+  CHECK(rw.output_norm == std::vector<float>(64, 1.0f));
+
+  for (DType dtype : {DType::F16, DType::BF16, DType::Q8_0}) {
+    CAPTURE(kernels::dtype_name(dtype));
+    const std::string path = dir / (std::string(kernels::dtype_name(dtype)) + ".gguf");
+    engine::write_random_model(path, s, dtype, 3);
+    const auto m = engine::load_model(path);
+    const auto& w = m.weights;
+    CHECK(w.layers[0].wk.dtype == dtype);
+    CHECK(w.output.dtype == dtype);
+    CHECK(w.layers[0].ffn_norm == std::vector<float>(64, 1.0f));
+    // Bound of one element's rounding error, relative to the row's scale.
+    const double tol = dtype == DType::F16 ? 1e-3 : dtype == DType::BF16 ? 8e-3 : 1.0 / 127.0;
+    for (const auto& [a, b] : {std::pair{&w.layers[0].wq, &rw.layers[0].wq}, std::pair{&w.layers[0].w_down, &rw.layers[0].w_down},
+                               std::pair{&w.token_embd, &rw.token_embd}, std::pair{&w.output, &rw.output}}) {
+      const auto x = dequantize(*a), y = dequantize(*b);
+      double max_abs = 0, max_err = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        max_abs = std::max(max_abs, double(std::fabs(y[i])));
+        max_err = std::max(max_err, double(std::fabs(x[i] - y[i])));
+      }
+      CHECK(max_err <= tol * max_abs);
+      CHECK(max_err > 0.0);
+    }
+  }
+}
+
+TEST_CASE("builtin_model load_builtin_model: the tiny GQA preset, from memory") {
+  const auto m = engine::load_builtin_model();
+  const auto& c = m.weights.config;
+  CHECK(c.name == "tiny");
+  CHECK(c.dim == 128);
+  CHECK(c.num_layers == 4);
+  CHECK(c.num_q_heads == 8);
+  CHECK(c.num_kv_heads == 2);
+  CHECK(c.head_dim == 16);
+  CHECK(c.rotary_dim == 16);
+  CHECK(c.ffn_dim == 384);
+  CHECK(c.vocab_size == 512);
+  CHECK(c.max_seq_len == 2048);
+  CHECK(c.rope_style == kernels::RopeStyle::GptJ);
+  CHECK_FALSE(c.tied_embeddings);
+  CHECK(m.weights.layers.size() == 4);
+  CHECK(m.weights.token_embd.dtype == DType::F32);
+  CHECK(m.tokenizer.vocab_size() == 512);
+  CHECK(m.tokenizer.bos_id() == 1);
+  CHECK(m.tokenizer.eos_id() == 2);
+
+  // The same bytes as the preset written to disk, and the tokenizer handles ordinary text.
+  const auto again = engine::load_builtin_model();
+  CHECK(std::memcmp(again.weights.layers[2].w_up.data, m.weights.layers[2].w_up.data, 384 * 128 * 4) == 0);
+  const auto ids = m.tokenizer.encode("hello world, 42!", true);
+  REQUIRE(ids.size() > 2);
+  CHECK(ids[0] == 1);
+  for (int32_t id : ids) CHECK((id > 0 && id < 512));
+  CHECK(m.tokenizer.decode(ids) == "hello world, 42!");
+  CHECK(m.tokenizer.decode(m.tokenizer.encode("Ünïcödé ✓", false)) == "Ünïcödé ✓");  // via byte tokens
+}
+
+}  // TEST_SUITE
