@@ -25,8 +25,8 @@ struct GgufArray;
 using GgufValue = std::variant<uint64_t, int64_t, double, bool, std::string, std::shared_ptr<GgufArray>>;
 struct GgufArray {
   std::vector<GgufValue> items;
-  // On-disk type of every item. The reader sets it; for the writer, nullopt means "the default type of
-  // the first item's alternative" (see GgufWriter::set).
+  // On-disk type of every item. The reader sets it; for the writer, nullopt means the widest default
+  // type of the items (see GgufWriter::set; I32 when empty).
   std::optional<GgufType> type;
 };
 
@@ -86,7 +86,9 @@ class GgufWriter {
   // The same with the on-disk type forced (for an array: the item type). Throws std::invalid_argument
   // when the value does not fit the type.
   void set(const std::string& key, GgufValue value, GgufType type);
-  // ne in GGML order (ne[0] fastest). fill(dst) writes row_bytes(dtype, ne[0]) * rows bytes.
+  // ne in GGML order (ne[0] fastest), 1 to 4 dims. fill(dst) writes row_bytes(dtype, ne[0]) * rows
+  // bytes; it runs once per write_file / write_memory call, when that tensor's turn comes. Throws
+  // std::invalid_argument for a duplicate name, a bad shape, or Q8_0 with ne[0] % 32 != 0.
   void add_tensor(const std::string& name, std::vector<int64_t> ne, kernels::DType dtype,
                   std::function<void(uint8_t* dst)> fill);
   // Writes path + ".tmp", then renames it over path. Throws std::runtime_error naming path on I/O error.

@@ -70,25 +70,6 @@ struct RowReader<DType::BF16> {
   }
 };
 
-template <>
-struct RowReader<DType::Q8_0> {
-  struct Block {
-    __m256 d;          // the block's scale, broadcast
-    const int8_t* q;   // its 32 quants
-  };
-  static Block block(const uint8_t* row, int64_t c) {
-    const uint8_t* b = row + (c >> 5) * kQ8Bytes;
-    uint16_t d16;
-    __builtin_memcpy(&d16, b, 2);
-    return {_mm256_set1_ps(_cvtsh_ss(d16)), reinterpret_cast<const int8_t*>(b + 2)};
-  }
-  // d * q is exact in f32 (11-bit by 8-bit significands), so this equals dequantize_row's value.
-  static __m256 load(const uint8_t*, const Block& b, int64_t c) {
-    const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(b.q + (c & 31)));
-    return _mm256_mul_ps(b.d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)));
-  }
-};
-
 template <DType D>
 struct Avx2Kernel {
   // Register budget (16 ymm): R*T accumulators + T x slices + R scales (Q8_0) + 1 weight slice.
@@ -100,9 +81,14 @@ struct Avx2Kernel {
   }
 
   template <int R, int T>
-  static void tile(const uint8_t* w, int64_t w_row_bytes, int64_t cols, const float* x, int64_t x_stride,
-                   float* y, int64_t y_stride) {
+  static void tile(const MatmulArgs& a, int64_t r0, int64_t t0) {
     using Reader = RowReader<D>;
+    const int64_t cols = a.cols;
+    const int64_t w_row_bytes = a.w_row_bytes;
+    const uint8_t* w = a.w + r0 * w_row_bytes;      // [R, w_row_bytes]
+    const float* x = a.x + t0 * cols;               // [T, cols]
+    float* y = a.y + t0 * a.rows + r0;              // [T, rows]
+    const int64_t x_stride = cols, y_stride = a.rows;
     __m256 acc[R][T];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -127,7 +113,7 @@ struct Avx2Kernel {
         }
       }
     }
-    if constexpr (D != DType::Q8_0) {  // Q8_0 rows are whole blocks
+    {
       const typename Reader::Block none{};
       for (; c + 8 <= cols; c += 8) {
         __m256 xv[T];

@@ -68,25 +68,6 @@ struct RowReader<DType::BF16> {
   }
 };
 
-template <>
-struct RowReader<DType::Q8_0> {
-  struct Block {
-    __m512 d;          // the block's scale, broadcast
-    const int8_t* q;   // its 32 quants
-  };
-  static Block block(const uint8_t* row, int64_t c) {
-    const uint8_t* b = row + (c >> 5) * kQ8Bytes;
-    uint16_t d16;
-    __builtin_memcpy(&d16, b, 2);
-    return {_mm512_set1_ps(_cvtsh_ss(d16)), reinterpret_cast<const int8_t*>(b + 2)};
-  }
-  // d * q is exact in f32 (11-bit by 8-bit significands), so this equals dequantize_row's value.
-  static __m512 load(const uint8_t*, const Block& b, int64_t c) {
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.q + (c & 31)));
-    return _mm512_mul_ps(b.d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  }
-};
-
 template <DType D>
 struct Avx512Kernel {
   // Register budget (32 zmm): R*T accumulators + T x slices + R scales (Q8_0) + 1 weight slice.
@@ -94,9 +75,14 @@ struct Avx512Kernel {
   static constexpr int rows_per_tile() { return T <= 2 ? 8 : 4; }
 
   template <int R, int T>
-  static void tile(const uint8_t* w, int64_t w_row_bytes, int64_t cols, const float* x, int64_t x_stride,
-                   float* y, int64_t y_stride) {
+  static void tile(const MatmulArgs& a, int64_t r0, int64_t t0) {
     using Reader = RowReader<D>;
+    const int64_t cols = a.cols;
+    const int64_t w_row_bytes = a.w_row_bytes;
+    const uint8_t* w = a.w + r0 * w_row_bytes;      // [R, w_row_bytes]
+    const float* x = a.x + t0 * cols;               // [T, cols]
+    float* y = a.y + t0 * a.rows + r0;              // [T, rows]
+    const int64_t x_stride = cols, y_stride = a.rows;
     __m512 acc[R][T];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
@@ -121,7 +107,7 @@ struct Avx512Kernel {
         }
       }
     }
-    if constexpr (D != DType::Q8_0) {  // Q8_0 rows are whole blocks
+    {
       for (; c < cols; c += 16) {
         const __mmask16 m = tail_mask(cols - c);
         __m512 xv[T];

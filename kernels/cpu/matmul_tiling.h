@@ -16,26 +16,23 @@ namespace {
 constexpr int kRowBlock = 8;   // rows whose weights stay in L1 while all token tiles pass over them
 constexpr int kTokenTile = 4;  // tokens sharing one read of a weight row
 
-// Kernel: template <int R, int T> static void tile(const uint8_t* w, int64_t w_row_bytes, int64_t cols,
-//   const float* x, int64_t x_stride, float* y, int64_t y_stride) computing y[t * y_stride + r] for
-//   r < R, t < T; and template <int T> static constexpr int rows_per_tile() (register budget).
+// Kernel: template <int R, int T> static void tile(const MatmulArgs& a, int64_t r0, int64_t t0)
+//   computing y[t, r] for r0 <= r < r0 + R, t0 <= t < t0 + T; and
+//   template <int T> static constexpr int rows_per_tile() (its register budget).
 template <class Kernel, int R, int T>
-int64_t run_row_tiles(const MatmulArgs& a, const uint8_t* w, const float* x, float* y, int64_t r, int64_t num_rows) {
-  for (; r + R <= num_rows; r += R)
-    Kernel::template tile<R, T>(w + r * a.w_row_bytes, a.w_row_bytes, a.cols, x, a.cols, y + r, a.rows);
+int64_t run_row_tiles(const MatmulArgs& a, int64_t r, int64_t row_end, int64_t t0) {
+  for (; r + R <= row_end; r += R) Kernel::template tile<R, T>(a, r, t0);
   return r;
 }
 
 template <class Kernel, int T>
 void run_token_tile(const MatmulArgs& a, int64_t r0, int64_t num_rows, int64_t t0) {
   constexpr int R = Kernel::template rows_per_tile<T>();
-  const uint8_t* w = a.w + r0 * a.w_row_bytes;
-  const float* x = a.x + t0 * a.cols;
-  float* y = a.y + t0 * a.rows + r0;
-  int64_t r = run_row_tiles<Kernel, R, T>(a, w, x, y, 0, num_rows);
-  if constexpr (R > 4) r = run_row_tiles<Kernel, 4, T>(a, w, x, y, r, num_rows);
-  if constexpr (R > 2) r = run_row_tiles<Kernel, 2, T>(a, w, x, y, r, num_rows);
-  if constexpr (R > 1) run_row_tiles<Kernel, 1, T>(a, w, x, y, r, num_rows);
+  const int64_t row_end = r0 + num_rows;
+  int64_t r = run_row_tiles<Kernel, R, T>(a, r0, row_end, t0);
+  if constexpr (R > 4) r = run_row_tiles<Kernel, 4, T>(a, r, row_end, t0);
+  if constexpr (R > 2) r = run_row_tiles<Kernel, 2, T>(a, r, row_end, t0);
+  if constexpr (R > 1) run_row_tiles<Kernel, 1, T>(a, r, row_end, t0);
 }
 
 template <class Kernel>

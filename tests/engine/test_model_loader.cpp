@@ -202,6 +202,17 @@ TEST_CASE("model_loader broken GGUF copies are LoadErrors naming the file and th
     w.set("tokenizer.ggml.bos_token_id", uint64_t(9999));
     CHECK(test::contains(gguf_error(dir, w), "tokenizer.ggml.bos_token_id"));
   }
+  SUBCASE("optional keys take their defaults") {
+    test::rewrite_gguf(g, {"llama.vocab_size", "llama.rope.freq_base", "llama.rope.dimension_count"})
+        .write_file(dir / "defaults.gguf");
+    const LoadedModel m = engine::load_model(dir / "defaults.gguf");
+    CHECK(m.weights.config.vocab_size == 512);  // from token_embd
+    CHECK(m.weights.config.rope_theta == 10000.0f);
+    CHECK(m.weights.config.rotary_dim == 8);
+    // head_count_kv defaults to head_count (no GQA): stories' attn_k then has the wrong shape.
+    const std::string msg = gguf_error(dir, test::rewrite_gguf(g, {"llama.attention.head_count_kv"}));
+    CHECK_MESSAGE(test::contains(msg, "blk.0.attn_k.weight has ne [64, 32], expected ne [64, 64]"), msg);
+  }
   SUBCASE("truncated at several lengths") {
     const auto bytes = test::read_bytes(test::stories_gguf());
     for (size_t len : {size_t(0), size_t(16), size_t(5000), bytes.size() / 3, bytes.size() - 1}) {
@@ -230,6 +241,16 @@ TEST_CASE("model_loader broken HF folders are LoadErrors naming the file and the
     const std::string msg = error();
     CHECK_MESSAGE(test::contains(msg, "unsupported architecture gpt_neox"), msg);
     CHECK_MESSAGE(test::contains(msg, "config.json"), msg);
+  }
+  SUBCASE("mistral with a sliding window") {
+    write_config(dir.path, [](nlohmann::json& j) {
+      j["model_type"] = "mistral";
+      j["architectures"] = {"MistralForCausalLM"};
+      j["sliding_window"] = 128;
+    });
+    const LoadedModel m = engine::load_model(folder);
+    CHECK(m.weights.config.max_seq_len == 128);
+    CHECK(m.weights.config.rope_style == kernels::RopeStyle::NeoX);
   }
   SUBCASE("missing config.json") {
     std::filesystem::remove(dir.path / "config.json");
@@ -283,6 +304,18 @@ TEST_CASE("model_loader broken HF folders are LoadErrors naming the file and the
     const std::string msg = error();
     CHECK_MESSAGE(test::contains(msg, "missing tensor model.layers.4.mlp.down_proj.weight"), msg);
     CHECK_MESSAGE(test::contains(msg, folder), msg);
+  }
+  SUBCASE("unaligned tensor data is copied to aligned memory") {
+    rewrite_safetensors(dir.path, [](std::vector<test::RawTensor>& ts) {
+      ts.insert(ts.begin(), test::RawTensor{"extra.bias", "F16", {1}, {0, 0x3c}});  // shifts the rest by 2 bytes
+    });
+    const LoadedModel m = engine::load_model(folder);
+    const LoadedModel ref = engine::load_model(test::stories_hf());
+    const auto& wq = m.weights.layers[0].wq;
+    CHECK(reinterpret_cast<uintptr_t>(wq.data) % 4 == 0);
+    CHECK(same_bytes(wq, ref.weights.layers[0].wq));
+    CHECK(same_bytes(m.weights.token_embd, ref.weights.token_embd));
+    CHECK(m.weights.layers[0].attn_norm == ref.weights.layers[0].attn_norm);
   }
   SUBCASE("untied without lm_head is tied") {
     write_config(dir.path, [](nlohmann::json& j) { j["tie_word_embeddings"] = false; });

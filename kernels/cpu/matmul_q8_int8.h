@@ -1,0 +1,97 @@
+// The Q8_0 x int8-activation kernel shared by the AVX2, AVX-512 and AVX-512 VNNI files (256-bit
+// integer ops; each file instantiates it under its own -m flags, see matmul_kernels.h).
+//
+// Per 32-weight block b of row r and token t:
+//   dot = sum_i qw[i] * xq[i]   exact in int32, computed as sum_i |qw[i]| * (xq[i] * sign(qw[i]))
+//         (u8 x s8 products: |qw| <= 128 and |xq| <= 127, so maddubs' int16 pair sums cannot saturate)
+//   acc[r][t] += float(dot lanes) * (dw[r, b] * xd[t, b])   8-lane f32 accumulator, fixed lane order
+// Nothing in the per-output sequence depends on R or T.
+//
+// NOTE: anonymous namespace on purpose; include only from the per-ISA .cpp files.
+#pragma once
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_tiling.h"
+
+namespace inflight::kernels::cpu {
+namespace {
+
+constexpr int kQ8Bytes = 34;  // f16 scale + 32 int8 per block, see dtype.h
+
+// Fixed-order sum of the 8 lanes.
+inline float reduce_add_256(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
+// dot(u8 a, s8 b) in 8 int32 lanes of 4 products each, with AVX2 maddubs + madd.
+struct MaddubsDot {
+  static __m256i dot(__m256i a, __m256i b) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
+  }
+};
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+// The same sums with one vpdpbusd.
+struct VnniDot {
+  static __m256i dot(__m256i a, __m256i b) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b); }
+};
+#endif
+
+// kNumRegs: vector registers of the ISA (16 ymm for AVX2, 32 for AVX-512).
+template <class Dot, int kNumRegs>
+struct Q8Int8Kernel {
+  // Budget: R*T accumulators + T activation blocks + 2 per row in flight (qw, |qw|) + temporaries.
+  template <int T>
+  static constexpr int rows_per_tile() {
+    if constexpr (kNumRegs >= 32) return T <= 2 ? 8 : 4;
+    return T == 1 ? 8 : T == 2 ? 4 : 2;
+  }
+
+  template <int R, int T>
+  static void tile(const MatmulArgs& a, int64_t r0, int64_t t0) {
+    const int64_t num_blocks = a.cols / 32;
+    const uint8_t* w = a.w + r0 * a.w_row_bytes;  // [R, w_row_bytes]
+    const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
+    const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
+    __m256 acc[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      __m256i xv[T];
+      __m256 dx[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) {
+        xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32));
+        dx[t] = _mm256_broadcast_ss(xd + t * num_blocks + b);
+      }
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        const uint8_t* blk = w + r * a.w_row_bytes + b * kQ8Bytes;
+        uint16_t d16;
+        __builtin_memcpy(&d16, blk, 2);
+        const __m256 dw = _mm256_set1_ps(_cvtsh_ss(d16));
+        const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
+        const __m256i aw = _mm256_abs_epi8(qw);  // -128 becomes 0x80, read as u8 128: still right
+#pragma GCC unroll 4
+        for (int t = 0; t < T; ++t) {
+          const __m256i dot = Dot::dot(aw, _mm256_sign_epi8(xv[t], qw));
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+        }
+      }
+    }
+    float* y = a.y + t0 * a.rows + r0;  // [T, rows]
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) y[t * a.rows + r] = reduce_add_256(acc[r][t]);
+  }
+};
+
+}  // namespace
+}  // namespace inflight::kernels::cpu

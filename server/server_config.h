@@ -1,0 +1,51 @@
+// ServerConfig: every setting of `inflight serve`. Defaults here equal configs/server.json; a JSON file
+// (--config) overrides them, and command-line flags override the file.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace inflight::server {
+
+struct ServerConfig {
+  std::string model;                   // GGUF file or Hugging Face folder; empty: the built-in model
+  std::string host = "127.0.0.1";
+  int port = 8000;                     // 0: any free port (the start-up log names it)
+  std::string served_model_name;       // the `model` clients name; empty: the model's own name
+  std::string api_key;                 // empty: no authentication
+  int max_num_seqs = 64;               // sequences in one engine step
+  int max_num_batched_tokens = 2048;   // tokens in one engine step
+  int max_model_len = 0;               // prompt + generated tokens per sequence; 0: the model's context
+  int max_queue = 1024;                // requests waiting to start; beyond it: 429 with Retry-After
+  std::string kv_cache_dtype = "f32";
+  std::string kv_cache_memory = "20%"; // bytes ("512M", "2G", "1073741824") or a share of physical RAM ("20%")
+  int kv_block_size = 16;              // tokens per KV block, a power of two
+  bool enable_prefix_caching = true;
+  int threads = 0;                     // compute threads; 0: all cores
+  int http_threads = 2;                // Asio threads serving HTTP
+  std::string log_level = "info";      // trace, debug, info, warn, error, critical, off
+  std::string chat_template = "auto";  // "auto" (the model's own, else llama2) or a template name
+  int64_t max_body_bytes = 4 << 20;    // larger request bodies get 413
+  int max_header_bytes = 16 << 10;     // larger request headers get 431
+  double request_timeout_seconds = 30; // to receive one whole request; also the keep-alive idle limit
+  double write_timeout_seconds = 30;   // for each write to a client
+  double shutdown_grace_seconds = 0;   // on SIGINT/SIGTERM, time in-flight requests get to finish
+  int retry_after_seconds = 1;         // the Retry-After of 429 and 503 answers
+};
+
+// Overrides the fields of `config` named in `j` (an object). Throws std::invalid_argument naming `where`
+// and the key for an unknown key or a value of the wrong type.
+void apply_json(const nlohmann::json& j, const std::string& where, ServerConfig* config);
+// Reads a JSON config file over the defaults.
+ServerConfig load_server_config(const std::string& path);
+nlohmann::json to_json(const ServerConfig& config);
+// Throws std::invalid_argument naming the first setting out of range.
+void validate(const ServerConfig& config);
+
+// "1073741824", "512K", "512M", "2G", "1.5G" (powers of 1024, optional trailing B/iB) or "20%" of
+// `physical_bytes`. Throws std::invalid_argument on anything else.
+int64_t parse_memory_size(const std::string& text, int64_t physical_bytes);
+int64_t physical_memory_bytes();
+
+}  // namespace inflight::server
