@@ -9,8 +9,10 @@
 // numbers, as in a real model whose layers do not fit in cache.
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -124,6 +126,17 @@ void run_read(benchmark::State& state) {
   state.SetLabel(std::to_string(compute_pool().num_threads()) + " threads");
 }
 
+// Cost of one compute_pool().run() of num_threads empty tasks, back to back (workers spinning): the
+// floor under every parallel kernel call of a decode step.
+void run_pool_overhead(benchmark::State& state) {
+  ThreadPool& pool = compute_pool();
+  std::atomic<int64_t> sink{0};
+  const std::function<void(int64_t)> task = [&](int64_t i) { sink.fetch_add(i, std::memory_order_relaxed); };
+  for (auto _ : state) pool.run(pool.num_threads(), task);
+  benchmark::DoNotOptimize(sink.load());
+  state.SetLabel(std::to_string(pool.num_threads()) + " threads");
+}
+
 struct Shape {
   int64_t rows, cols;
 };
@@ -131,6 +144,7 @@ struct Shape {
 bool register_all() {
   benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("read", run_read)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("pool_run", run_pool_overhead)->UseRealTime()->Unit(benchmark::kNanosecond);
   const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
     for (const Shape& s : shapes) {

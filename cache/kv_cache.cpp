@@ -11,29 +11,59 @@ namespace {
 int64_t layer_elems_per_block(const KvCacheConfig& c) {
   return 2 * int64_t(c.num_kv_heads) * c.block_size * c.head_dim;
 }
+int effective_quant_group(const KvCacheConfig& c) {
+  if (!kernels::kv_has_group_scales(c.dtype)) return 0;
+  return c.quant_group > 0 ? c.quant_group : c.head_dim;
+}
+// Int8 group scales of one block of one layer, in floats.
+int64_t layer_scales_per_block(const KvCacheConfig& c) {
+  const int g = effective_quant_group(c);
+  return g > 0 ? 2 * int64_t(c.num_kv_heads) * c.block_size * (c.head_dim / g) : 0;
+}
+int64_t block_bytes_one_layer(const KvCacheConfig& c) {
+  return layer_elems_per_block(c) * kernels::kv_elem_bytes(c.dtype) + layer_scales_per_block(c) * 4;
+}
+[[noreturn]] void fail(const char* file, int line, const char* what, int value) {
+  std::fprintf(stderr, "%s:%d: %s (%d)\n", file, line, what, value);
+  std::abort();
+}
 }  // namespace
 
 KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {
-  if (!is_power_of_two(config.block_size)) {
-    std::fprintf(stderr, "%s:%d: KV block size %d is not a power of two\n", __FILE__, __LINE__, config.block_size);
-    std::abort();
-  }
+  if (!is_power_of_two(config.block_size)) fail(__FILE__, __LINE__, "KV block size is not a power of two", config.block_size);
+  quant_group_ = effective_quant_group(config);
+  if (quant_group_ > 0 && (quant_group_ < 8 || config.head_dim % quant_group_ != 0))
+    fail(__FILE__, __LINE__, "int8 KV quant_group must be >= 8 and divide head_dim", quant_group_);
   layer_bytes_ = layer_elems_per_block(config) * kernels::kv_elem_bytes(config.dtype) * config.num_blocks;
   const int64_t total = layer_bytes_ * config.num_layers;
   data_.reset(new uint8_t[size_t(total)]);
   // NOTE: zeroed so that a kernel bug reading an unwritten slot gives zeros, not NaNs from garbage.
   std::memset(data_.get(), 0, size_t(total));
+  layer_scales_ = layer_scales_per_block(config) * config.num_blocks;
+  if (layer_scales_ > 0) {
+    const size_t n = size_t(layer_scales_ * config.num_layers);
+    scales_.reset(new float[n]);
+    std::memset(scales_.get(), 0, n * 4);
+  }
+  const float preset =
+      kernels::kv_has_static_scale(config.dtype) && config.static_amax > 0.0f
+          ? kernels::kv_static_scale_for_amax(config.dtype, config.static_amax)
+          : 0.0f;
+  static_scales_.assign(size_t(config.num_layers), preset);
 }
 
-int64_t KvCache::bytes_per_block() const {
-  return layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype) * config_.num_layers;
-}
+int64_t KvCache::bytes_per_block() const { return block_bytes_one_layer(config_) * config_.num_layers; }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
   const int64_t block_bytes = layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype);
+  const int64_t block_scales = layer_scales_per_block(config_);
   for (int l = 0; l < config_.num_layers; ++l) {
     uint8_t* base = data_.get() + layer_bytes_ * l;
     std::memcpy(base + block_bytes * dst, base + block_bytes * src, size_t(block_bytes));
+    if (block_scales > 0) {
+      float* s = scales_.get() + layer_scales_ * l;
+      std::memcpy(s + block_scales * dst, s + block_scales * src, size_t(block_scales) * 4);
+    }
   }
 }
 
@@ -61,12 +91,20 @@ kernels::PagedKvView KvCache::layer_view(int layer) const {
   v.block_size = config_.block_size;
   v.num_kv_heads = config_.num_kv_heads;
   v.head_dim = config_.head_dim;
+  if (layer_scales_ > 0) {
+    v.scales = scales_.get() + layer_scales_ * layer;
+    v.quant_group = quant_group_;
+  }
+  const float s = static_scales_[size_t(layer)];
+  if (s > 0.0f) {
+    v.quant_orig_scale = s;
+    v.orig_quant_scale = 1.0f / s;
+  }
   return v;
 }
 
 int blocks_for_bytes(const KvCacheConfig& config, int64_t bytes) {
-  const int64_t per_block =
-      layer_elems_per_block(config) * kernels::kv_elem_bytes(config.dtype) * config.num_layers;
+  const int64_t per_block = block_bytes_one_layer(config) * config.num_layers;
   return per_block > 0 ? int(bytes / per_block) : 0;
 }
 

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "cache/block_pool.h"
 #include "kernels/attention_params.h"
@@ -15,6 +16,11 @@ struct KvCacheConfig {
   int block_size = 16;  // tokens per block, a power of two
   int num_blocks = 0;
   kernels::KvDType dtype = kernels::KvDType::F32;
+  // Int8: channels per scale (divides head_dim, >= 8); 0 means head_dim (one scale per token and head).
+  int quant_group = 0;
+  // Int8Static / Fp8*: |x| the per-tensor scale maps onto the largest code (kv_static_scale_for_amax);
+  // 0: calibrated per layer from the first step that appends to it (Model::forward).
+  float static_amax = 0.0f;
 };
 
 class KvCache {
@@ -40,11 +46,21 @@ class KvCache {
   // The kernels' view of `layer`, without block tables (the caller fills them per batch).
   kernels::PagedKvView layer_view(int layer) const;
 
+  // Int8Static / Fp8*: the per-tensor dequant scale (kv_quant_orig_scale) of `layer`, shared by K and V;
+  // 0 until set (from config.static_amax at construction, else by the first step's calibration).
+  float static_scale(int layer) const { return static_scales_[size_t(layer)]; }
+  void set_static_scale(int layer, float quant_orig_scale) { static_scales_[size_t(layer)] = quant_orig_scale; }
+  int quant_group() const { return quant_group_; }
+
  private:
   KvCacheConfig config_;
   BlockPool pool_;
   int64_t layer_bytes_ = 0;  // [num_blocks, 2, Nkv, block_size, H] elements of dtype
   std::unique_ptr<uint8_t[]> data_;
+  int quant_group_ = 0;                 // Int8: channels per scale; 0 for the other dtypes
+  int64_t layer_scales_ = 0;            // Int8: [num_blocks, 2, Nkv, block_size, H / quant_group] floats
+  std::unique_ptr<float[]> scales_;     // [num_layers] x layer_scales_
+  std::vector<float> static_scales_;    // [num_layers] Int8Static / Fp8*: quant_orig scale, 0 = unset
 };
 
 // Number of blocks of `config` (num_blocks ignored) that fit in `bytes`.

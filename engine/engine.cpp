@@ -194,7 +194,13 @@ void Engine::admit_and_cancel() {
 void Engine::step() {
   admit_and_cancel();
   SchedulerOutput out;
-  if (!scheduler_.schedule(&out)) return;
+  if (!scheduler_.schedule(&out)) {
+    // Nothing to run, e.g. the last request was just cancelled: its blocks are free now, and the gauges
+    // say so within this step.
+    std::lock_guard<std::mutex> lock(mu_);
+    publish_gauges();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.kv_blocks_peak = std::max(stats_.kv_blocks_peak, kv_.pool().num_used());
@@ -220,14 +226,18 @@ void Engine::step() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.num_steps++;
   stats_.prompt_tokens += prompt_tokens;
+  publish_gauges();
+  stats_.num_preemptions = scheduler_.counters().preemptions;
+  stats_.prefix_query_tokens = scheduler_.counters().prefix_query_tokens;
+  stats_.prefix_hit_tokens = scheduler_.counters().prefix_hit_tokens;
+}
+
+void Engine::publish_gauges() {
   int running = 0;
   for (auto& [id, r] : requests_) running += r->started;
   stats_.num_running = running;
   stats_.num_waiting = int(requests_.size()) - running + int(incoming_.size());
   stats_.kv_blocks_used = kv_.pool().num_used();
-  stats_.num_preemptions = scheduler_.counters().preemptions;
-  stats_.prefix_query_tokens = scheduler_.counters().prefix_query_tokens;
-  stats_.prefix_hit_tokens = scheduler_.counters().prefix_hit_tokens;
 }
 
 void Engine::process_outputs(const SchedulerOutput& out) {

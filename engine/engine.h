@@ -83,6 +83,7 @@ class Engine {
   void finish_sequence(Sequence* seq, FinishReason reason, std::string tail = {});
   void finish_request(RequestState* r, FinishReason reason);
   void emit(RequestState* r, Event ev);
+  void publish_gauges();  // running / waiting / KV blocks into stats_; mu_ held
 
   Model& model_;
   const Tokenizer& tokenizer_;

@@ -276,7 +276,7 @@ LoadedModel load_gguf(const GgufFile& g) {
       g.path(), w);
   binder.bind_all(kGgufNames, false);
   Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config), g.path());
-  return LoadedModel{std::move(w), std::move(tokenizer)};
+  return LoadedModel{std::move(w), std::move(tokenizer), g.get_string("tokenizer.chat_template").value_or("")};
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -386,6 +386,22 @@ ModelConfig hf_config(const JsonConfig& j, const std::string& folder) {
   return c;
 }
 
+// tokenizer_config.json "chat_template": a string, or a list of {name, template} (the "default" one).
+// Optional metadata: an absent or unreadable file gives "".
+std::string hf_chat_template(const fs::path& dir) {
+  std::ifstream in(dir / "tokenizer_config.json", std::ios::binary);
+  if (!in) return {};
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("chat_template")) return {};
+  const json& t = j["chat_template"];
+  if (t.is_string()) return t.get<std::string>();
+  if (t.is_array())
+    for (const json& item : t)
+      if (item.is_object() && item.value("name", "") == "default" && item.contains("template") && item["template"].is_string())
+        return item["template"].get<std::string>();
+  return {};
+}
+
 LoadedModel load_hf(const std::string& folder) {
   const fs::path dir(folder);
   const JsonConfig config((dir / "config.json").string());
@@ -411,7 +427,7 @@ LoadedModel load_hf(const std::string& folder) {
     throw_load_error(tokenizer_path.string(), "has " + std::to_string(tokenizer.vocab_size()) +
                                                   " pieces, more than the model's vocabulary of " +
                                                   std::to_string(w.config.vocab_size));
-  return LoadedModel{std::move(w), std::move(tokenizer)};
+  return LoadedModel{std::move(w), std::move(tokenizer), hf_chat_template(dir)};
 }
 
 }  // namespace

@@ -10,6 +10,9 @@ namespace inflight::engine {
 struct LoadedModel {
   ModelWeights weights;
   Tokenizer tokenizer;
+  // The model's Jinja chat template: GGUF tokenizer.chat_template, or tokenizer_config.json "chat_template"
+  // of a Hugging Face folder; empty when absent. The server only recognises it, never runs it.
+  std::string chat_template;
 };
 
 // `path` is a .gguf file (GGUF/Meta RoPE layout: adjacent pairs) or a folder with config.json,

@@ -1,3 +1,6 @@
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/attention_params.h"
 
 namespace inflight::kernels {
@@ -6,19 +9,38 @@ void append_kv(const PagedKvView& kv, const float* k, int64_t k_stride, const fl
                const int64_t* slot_mapping, int64_t num_tokens) {
   for (int64_t t = 0; t < num_tokens; ++t) {
     const int64_t slot = slot_mapping[t];
+    if (slot < 0) continue;
     const int64_t block = slot / kv.block_size;
     const int in_block = int(slot % kv.block_size);
     for (int h = 0; h < kv.num_kv_heads; ++h) {
-      const float* kt = k + t * k_stride + int64_t(h) * kv.head_dim;
-      const float* vt = v + t * v_stride + int64_t(h) * kv.head_dim;
-      const int64_t k_off = kv.offset(block, 0, h, in_block);
-      const int64_t v_off = kv.offset(block, 1, h, in_block);
-      for (int d = 0; d < kv.head_dim; ++d) {
-        kv_store(kv.dtype, kv.data, k_off + d, kt[d]);
-        kv_store(kv.dtype, kv.data, v_off + d, vt[d]);
-      }
+      kv_quantize_row(kv.dtype, k + t * k_stride + int64_t(h) * kv.head_dim, kv.head_dim,
+                      kv.row(block, 0, h, in_block), kv.row_scales(block, 0, h, in_block));
+      kv_quantize_row(kv.dtype, v + t * v_stride + int64_t(h) * kv.head_dim, kv.head_dim,
+                      kv.row(block, 1, h, in_block), kv.row_scales(block, 1, h, in_block));
     }
   }
+}
+
+float kv_append_amax(const AttentionParams& p) {
+  if (p.k == nullptr) return 0.0f;
+  const int D = p.kv.head_dim;
+  const int rotary = p.rope_on() ? p.rope.rotary_dim : 0;
+  const int pairs = rotary / 2;
+  // A rotation keeps each pair's norm, so sqrt(a^2 + b^2) bounds both rotated values at any position.
+  const int step = p.rope.style == RopeStyle::GptJ ? 2 : 1;
+  const int offset = p.rope.style == RopeStyle::GptJ ? 1 : pairs;
+  float amax = 0.0f;
+  for (int64_t t = 0; t < p.num_tokens(); ++t) {
+    for (int h = 0; h < p.kv.num_kv_heads; ++h) {
+      const float* kt = p.k + t * p.k_stride + int64_t(h) * D;
+      const float* vt = p.v + t * p.v_stride + int64_t(h) * D;
+      for (int d = 0; d < D; ++d) amax = std::max(amax, std::fabs(vt[d]));
+      for (int i = 0; i < pairs; ++i)
+        amax = std::max(amax, std::hypot(kt[i * step], kt[i * step + offset]));
+      for (int d = rotary; d < D; ++d) amax = std::max(amax, std::fabs(kt[d]));
+    }
+  }
+  return amax;
 }
 
 }  // namespace inflight::kernels

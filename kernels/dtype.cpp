@@ -1,5 +1,8 @@
 #include "kernels/dtype.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace inflight::kernels {
 
 std::string_view dtype_name(DType t) {
@@ -39,6 +42,20 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
       }
       return;
     }
+  }
+}
+
+void quantize_row_q8_0(const float* src, void* dst, int64_t n) {
+  auto* block = static_cast<uint8_t*>(dst);
+  for (int64_t b = 0; b < n / kQ8BlockSize; ++b, block += kQ8BlockBytes) {
+    const float* x = src + b * kQ8BlockSize;
+    float amax = 0.0f;
+    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.0f;
+    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+    const uint16_t d16 = f32_to_f16(d);
+    std::memcpy(block, &d16, 2);
+    for (int i = 0; i < kQ8BlockSize; ++i) block[2 + i] = uint8_t(int8_t(std::lround(x[i] * inv)));
   }
 }
 

@@ -92,4 +92,8 @@ inline uint16_t f32_to_bf16(float f) {  // round-to-nearest-even, nan stays nan
 // Expands one row of `n` elements of type `t` to float32.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 
+// Quantises `n` floats (a multiple of 32) to Q8_0 blocks as GGML does: d = amax / 127 stored as f16,
+// q = round(x * (1 / d)) (ties away from zero). dst: n / 32 * kQ8BlockBytes bytes.
+void quantize_row_q8_0(const float* src, void* dst, int64_t n);
+
 }  // namespace inflight::kernels

@@ -1,26 +1,50 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/thread_pool.h"
 
 namespace inflight::kernels {
+namespace cpu {
+
+void quantize_activations_q8_0(const float* x, int64_t n, int8_t* q, float* d) {
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: (v + kRound) - kRound rounds v to nearest even
+  for (int64_t b = 0; b < n / kQ8BlockSize; ++b) {
+    const float* xb = x + b * kQ8BlockSize;
+    float amax = 0.0f;
+    for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    d[b] = scale;
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const float v = xb[i] * inv;  // |v| <= 127 (+ rounding), far below 2^22
+      q[b * kQ8BlockSize + i] = int8_t((v + kRound) - kRound);
+    }
+  }
+}
+
+}  // namespace cpu
+
 namespace {
 
 // Rows handed out together; matches the SIMD row block so chunks never split one.
 constexpr int64_t kRowBlock = 8;
 // Least multiply-adds per pool task: below this a task costs less than waking a thread
-// (64x64 with one token is one task; 2048x2048 with one token is 8 tasks of 512 rows on 2 threads).
+// (64x64 with one token is one task; 2048x2048 with one token is 8 tasks of 256 rows on 2 threads).
 constexpr int64_t kMinMacsPerTask = int64_t(1) << 15;
 
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
-RowsFn rows_fn(cpu::Isa isa) {
+RowsFn rows_fn(cpu::Isa isa, DType dtype) {
   switch (isa) {
+    case cpu::Isa::Avx512Vnni:
+      return dtype == DType::Q8_0 ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_avx512;
     case cpu::Isa::Avx512: return cpu::matmul_rows_avx512;
     case cpu::Isa::Avx2: return cpu::matmul_rows_avx2;
     case cpu::Isa::Scalar: break;
@@ -28,16 +52,40 @@ RowsFn rows_fn(cpu::Isa isa) {
   return cpu::matmul_rows_scalar;
 }
 
+[[noreturn]] void fail(const char* file, int line, const char* what, long long value) {
+  std::fprintf(stderr, "%s:%d: %s (%lld)\n", file, line, what, value);
+  std::abort();
+}
+
+// Fills xq [num_tokens, cols] and xd [num_tokens, cols / 32] for a Q8_0 matmul; tokens in parallel.
+void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int8_t* xq, float* xd) {
+  struct Job {
+    const float* x;
+    int64_t cols;
+    int8_t* xq;
+    float* xd;
+  } job{x, cols, xq, xd};
+  // Captures one pointer, so the std::function stores it inline (no allocation per call).
+  const auto quantize = [j = &job](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t)
+      cpu::quantize_activations_q8_0(j->x + t * j->cols, j->cols, j->xq + t * j->cols,
+                                     j->xd + t * (j->cols / kQ8BlockSize));
+  };
+  const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols));
+  if (num_tokens <= grain) quantize(0, num_tokens);
+  else compute_pool().parallel_for(num_tokens, grain, quantize);
+}
+
 }  // namespace
 
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens) {
   if (num_tokens <= 0 || w.rows <= 0) return;
-  if (w.dtype == DType::Q8_0 && w.cols % kQ8BlockSize != 0) {
-    std::fprintf(stderr, "%s:%d: Q8_0 matmul needs cols %% 32 == 0, got %lld\n", __FILE__, __LINE__,
-                 static_cast<long long>(w.cols));
-    std::abort();
-  }
-  cpu::MatmulArgs a;
+  if (w.dtype == DType::Q8_0 && w.cols % kQ8BlockSize != 0) fail(__FILE__, __LINE__, "Q8_0 cols % 32 != 0", w.cols);
+  struct Job {
+    cpu::MatmulArgs args;
+    RowsFn rows_fn;
+  } job;
+  cpu::MatmulArgs& a = job.args;
   a.dtype = w.dtype;
   a.w = static_cast<const uint8_t*>(w.data);
   a.w_row_bytes = row_bytes(w.dtype, w.cols);
@@ -46,13 +94,28 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens)
   a.x = x;
   a.y = y;
   a.num_tokens = num_tokens;
-  const RowsFn fn = rows_fn(cpu::active_isa());
+  job.rows_fn = rows_fn(cpu::active_isa(), w.dtype);
+
+  if (w.dtype == DType::Q8_0) {
+    // Per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens, cols / 32] scales.
+    thread_local std::vector<int8_t> xq;
+    thread_local std::vector<float> xd;
+    xq.resize(size_t(num_tokens * w.cols));
+    xd.resize(size_t(num_tokens * (w.cols / kQ8BlockSize)));
+    quantize_tokens(x, w.cols, num_tokens, xq.data(), xd.data());
+    a.xq = xq.data();
+    a.xd = xd.data();
+  }
 
   const int64_t num_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
   const int64_t macs_per_block = kRowBlock * std::max<int64_t>(1, w.cols) * num_tokens;
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / macs_per_block);
-  compute_pool().parallel_for(num_blocks, grain, [&](int64_t begin, int64_t end) {
-    fn(a, begin * kRowBlock, std::min(w.rows, end * kRowBlock));
+  if (grain >= num_blocks) {  // one task: skip the pool
+    job.rows_fn(a, 0, w.rows);
+    return;
+  }
+  compute_pool().parallel_for(num_blocks, grain, [j = &job](int64_t begin, int64_t end) {  // one pointer
+    j->rows_fn(j->args, begin * kRowBlock, std::min(j->args.rows, end * kRowBlock));
   });
 }
 

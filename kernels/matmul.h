@@ -14,10 +14,14 @@ struct WeightMatrix {
   int64_t cols = 0;
 };
 
-// y[t, r] = sum_c x[t, c] * W[r, c] for t < num_tokens.
-// x: [num_tokens, W.cols] f32, y: [num_tokens, W.rows] f32.
-// NOTE: each y[t, r] is summed in the same order whatever num_tokens is, so a token's result does not
-// depend on which other tokens share the batch (batch invariance).
+// y[t, r] = sum_c x[t, c] * W[r, c] for t < num_tokens, accumulated in f32, on compute_pool().
+// x: [num_tokens, W.cols] f32, y: [num_tokens, W.rows] f32 (must not overlap x).
+// Q8_0 (W.cols a multiple of 32): like llama.cpp, x is first quantised per block of 32 to int8 with an
+// f32 scale (amax / 127, round to nearest even) and each block's dot product is exact in int32, so the
+// result differs from f32 math by at most 0.5 * scale_x * sum |W| per block.
+// NOTE: each y[t, r] is summed in the same order whatever num_tokens is and however rows are split
+// over threads, so a token's result does not depend on which other tokens share the batch (batch
+// invariance, bit for bit). The order does depend on the ISA (kernels/cpu/isa.h).
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens);
 
 }  // namespace inflight::kernels

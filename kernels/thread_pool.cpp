@@ -17,7 +17,9 @@ constexpr uint32_t kGenMask = (1u << 24) - 1;
 uint32_t ticket_gen(uint64_t t) { return uint32_t(t >> (2 * kTaskBits)) & kGenMask; }
 int64_t ticket_num(uint64_t t) { return int64_t((t >> kTaskBits) & kTaskMask); }
 int64_t ticket_next(uint64_t t) { return int64_t(t & kTaskMask); }
-uint64_t make_ticket(uint32_t gen, int64_t num) { return uint64_t(gen) << (2 * kTaskBits) | uint64_t(num) << kTaskBits; }
+uint64_t make_ticket(uint32_t gen, int64_t num) {
+  return uint64_t(gen) << (2 * kTaskBits) | uint64_t(num) << kTaskBits;
+}
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -169,9 +171,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
-  const int64_t chunk = (n + num_chunks - 1) / num_chunks;
-  num_chunks = (n + chunk - 1) / chunk;
-  run(num_chunks, [&](int64_t task) { fn(task * chunk, std::min(n, (task + 1) * chunk)); });
+  // One pointer captured, so the std::function holds it inline (no allocation per call).
+  struct Chunks {
+    int64_t n, size;
+    const std::function<void(int64_t, int64_t)>* fn;
+  } chunks{n, (n + num_chunks - 1) / num_chunks, &fn};
+  num_chunks = (n + chunks.size - 1) / chunks.size;
+  run(num_chunks, [c = &chunks](int64_t task) {
+    (*c->fn)(task * c->size, std::min(c->n, (task + 1) * c->size));
+  });
 }
 
 namespace {

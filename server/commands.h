@@ -6,5 +6,7 @@ namespace inflight::cli {
 
 void add_generate_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
 
 }  // namespace inflight::cli

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   inflight::cli::add_generate_command(app);
   inflight::cli::add_make_model_command(app);
+  inflight::cli::add_serve_command(app);
+  inflight::cli::add_bench_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

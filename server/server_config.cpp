@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "kernels/kv_dtype.h"
+#include "server/chat_template.h"
 
 namespace inflight::server {
 
@@ -124,7 +125,8 @@ void validate(const ServerConfig& c) {
   require(c.max_queue >= 1, "max_queue must be at least 1");
   kernels::KvDType dtype;
   require(kernels::parse_kv_dtype(c.kv_cache_dtype, &dtype), "kv_cache_dtype: unknown KV cache dtype '" +
-                                                                 c.kv_cache_dtype + "'");
+                                                                 c.kv_cache_dtype + "' (" +
+                                                                 std::string(kernels::kv_dtype_names()) + ")");
   require(c.kv_block_size > 0 && (c.kv_block_size & (c.kv_block_size - 1)) == 0,
           "kv_block_size must be a power of two, got " + std::to_string(c.kv_block_size));
   parse_memory_size(c.kv_cache_memory, int64_t(1) << 30);
@@ -133,6 +135,8 @@ void validate(const ServerConfig& c) {
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   require(std::find(std::begin(kLevels), std::end(kLevels), c.log_level) != std::end(kLevels),
           "log_level must be one of trace, debug, info, warn, error, critical, off");
+  require(c.chat_template == "auto" || parse_chat_template_name(c.chat_template),
+          "chat_template must be auto or one of " + chat_template_names() + ", got '" + c.chat_template + "'");
   require(c.max_body_bytes >= 1024, "max_body_bytes must be at least 1024");
   require(c.max_header_bytes >= 1024, "max_header_bytes must be at least 1024");
   require(c.request_timeout_seconds > 0, "request_timeout_seconds must be > 0");

@@ -13,7 +13,7 @@ Isa detect() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (avx512) return Isa::Avx512;
+  if (avx512) return __builtin_cpu_supports("avx512vnni") ? Isa::Avx512Vnni : Isa::Avx512;
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
   return avx2 ? Isa::Avx2 : Isa::Scalar;
@@ -25,7 +25,7 @@ Isa initial_isa() {
   if (env == nullptr || *env == '\0') return best;
   Isa wanted;
   if (!parse_isa(env, &wanted)) {
-    std::fprintf(stderr, "inflight: ignoring unknown INFLIGHT_ISA=%s (scalar|avx2|avx512)\n", env);
+    std::fprintf(stderr, "inflight: ignoring unknown INFLIGHT_ISA=%s (scalar|avx2|avx512|avx512vnni)\n", env);
     return best;
   }
   if (!isa_supported(wanted)) {
@@ -48,12 +48,13 @@ std::string_view isa_name(Isa isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512vnni";
   }
   return "?";
 }
 
 bool parse_isa(std::string_view s, Isa* out) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
     if (s == isa_name(isa)) {
       *out = isa;
       return true;
@@ -68,11 +69,6 @@ Isa detected_isa() {
 }
 
 bool isa_supported(Isa isa) { return isa <= detected_isa(); }
-
-bool has_avx512_vnni() {
-  static const bool vnni = detected_isa() == Isa::Avx512 && __builtin_cpu_supports("avx512vnni");
-  return vnni;
-}
 
 Isa active_isa() { return active().load(std::memory_order_relaxed); }
 

@@ -2,8 +2,7 @@
 // integer ops; each file instantiates it under its own -m flags, see matmul_kernels.h).
 //
 // Per 32-weight block b of row r and token t:
-//   dot = sum_i qw[i] * xq[i]   exact in int32, computed as sum_i |qw[i]| * (xq[i] * sign(qw[i]))
-//         (u8 x s8 products: |qw| <= 128 and |xq| <= 127, so maddubs' int16 pair sums cannot saturate)
+//   dot = sum_i qw[i] * xq[i]   exact in int32 (8 lanes of 4 products; see MaddubsDot / VnniDot)
 //   acc[r][t] += float(dot lanes) * (dw[r, b] * xd[t, b])   8-lane f32 accumulator, fixed lane order
 // Nothing in the per-output sequence depends on R or T.
 //
@@ -26,28 +25,46 @@ inline float reduce_add_256(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// dot(u8 a, s8 b) in 8 int32 lanes of 4 products each, with AVX2 maddubs + madd.
+// Block dot products in 8 int32 lanes of 4 products each, AVX2: |qw| (u8) x (xq * sign(qw)) (s8) with
+// maddubs + madd. |qw| <= 128 and |xq| <= 127, so maddubs' int16 pair sums cannot saturate.
 struct MaddubsDot {
-  static __m256i dot(__m256i a, __m256i b) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1));
+  struct Row {  // per row and block
+    __m256i qw, abs_qw;
+  };
+  static __m256i prepare_x(__m256i xq) { return xq; }
+  static Row prepare_row(__m256i qw) { return {qw, _mm256_abs_epi8(qw)}; }  // |-128| reads as u8 128
+  static __m256i dot(const Row& w, __m256i x) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs_qw, _mm256_sign_epi8(x, w.qw)), _mm256_set1_epi16(1));
   }
 };
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-// The same sums with one vpdpbusd.
+// The same sums with vpdpbusd (non-saturating): activations offset to u8 (xq + 128) once per token;
+// each row's dot starts from -128 * sum(qw) over the same 4-lane groups, so the result is exact.
 struct VnniDot {
-  static __m256i dot(__m256i a, __m256i b) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b); }
+  struct Row {
+    __m256i qw, minus_offset;
+  };
+  static __m256i prepare_x(__m256i xq) { return _mm256_xor_si256(xq, _mm256_set1_epi8(char(0x80))); }
+  static Row prepare_row(__m256i qw) {
+    const __m256i offset = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(char(0x80)), qw);
+    return {qw, _mm256_sub_epi32(_mm256_setzero_si256(), offset)};
+  }
+  static __m256i dot(const Row& w, __m256i x) { return _mm256_dpbusd_epi32(w.minus_offset, x, w.qw); }
 };
 #endif
 
 // kNumRegs: vector registers of the ISA (16 ymm for AVX2, 32 for AVX-512).
 template <class Dot, int kNumRegs>
 struct Q8Int8Kernel {
-  // Budget: R*T accumulators + T activation blocks + 2 per row in flight (qw, |qw|) + temporaries.
+  // Budget: R*T accumulators + 2T activation blocks and scales + 2 per row in flight + temporaries.
+  // One token: one row at a time. Streaming Q8_0 rows one by one measured 1.3-1.4x faster from DRAM
+  // than interleaving 2-8 rows (Zen 4, AVX2 and AVX-512 alike), unlike the f32/f16 kernels.
   template <int T>
   static constexpr int rows_per_tile() {
-    if constexpr (kNumRegs >= 32) return T <= 2 ? 8 : 4;
-    return T == 1 ? 8 : T == 2 ? 4 : 2;
+    if constexpr (T == 1) return 1;
+    if constexpr (kNumRegs >= 32) return T == 2 ? 8 : 4;
+    return T == 2 ? 4 : 2;
   }
 
   template <int R, int T>
@@ -67,7 +84,7 @@ struct Q8Int8Kernel {
       __m256 dx[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32));
+        xv[t] = Dot::prepare_x(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32)));
         dx[t] = _mm256_broadcast_ss(xd + t * num_blocks + b);
       }
 #pragma GCC unroll 8
@@ -75,12 +92,11 @@ struct Q8Int8Kernel {
         const uint8_t* blk = w + r * a.w_row_bytes + b * kQ8Bytes;
         uint16_t d16;
         __builtin_memcpy(&d16, blk, 2);
-        const __m256 dw = _mm256_set1_ps(_cvtsh_ss(d16));
-        const __m256i qw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2));
-        const __m256i aw = _mm256_abs_epi8(qw);  // -128 becomes 0x80, read as u8 128: still right
+        const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(short(d16)));
+        const typename Dot::Row row = Dot::prepare_row(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
-          const __m256i dot = Dot::dot(aw, _mm256_sign_epi8(xv[t], qw));
+          const __m256i dot = Dot::dot(row, xv[t]);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
         }
       }

@@ -1,13 +1,44 @@
 // The scalar matmul: always compiled, defines the semantics the SIMD versions approximate.
-// y[t, r] = sum over c in increasing order of dequant(W[r, c]) * x[t, c], one f32 accumulator.
+//   F32 / F16 / BF16: y[t, r] = sum over c in increasing order of W[r, c] * x[t, c], one f32 accumulator.
+//   Q8_0: y[t, r] = sum over blocks b in increasing order of (dw * xd) * float(exact int32 block dot).
+#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/matmul_kernels.h"
 
 namespace inflight::kernels::cpu {
+namespace {
+
+void matmul_rows_q8_0(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  const int64_t num_blocks = a.cols / kQ8BlockSize;
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const uint8_t* row = a.w + r * a.w_row_bytes;
+    for (int64_t t = 0; t < a.num_tokens; ++t) {
+      const int8_t* xq = a.xq + t * a.cols;
+      const float* xd = a.xd + t * num_blocks;
+      float sum = 0.0f;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const uint8_t* blk = row + b * kQ8BlockBytes;
+        uint16_t d16;
+        std::memcpy(&d16, blk, 2);
+        const auto* qw = reinterpret_cast<const int8_t*>(blk + 2);
+        int32_t dot = 0;
+        for (int i = 0; i < kQ8BlockSize; ++i) dot += int32_t(qw[i]) * int32_t(xq[b * kQ8BlockSize + i]);
+        sum += (f16_to_f32(d16) * xd[b]) * float(dot);
+      }
+      a.y[t * a.rows + r] = sum;
+    }
+  }
+}
+
+}  // namespace
 
 void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  thread_local std::vector<float> row;  // [cols] the dequantised weight row
+  if (a.dtype == DType::Q8_0) {
+    matmul_rows_q8_0(a, row_begin, row_end);
+    return;
+  }
+  thread_local std::vector<float> row;  // [cols] the weight row in f32
   row.resize(size_t(a.cols));
   for (int64_t r = row_begin; r < row_end; ++r) {
     dequantize_row(a.dtype, a.w + r * a.w_row_bytes, row.data(), a.cols);

@@ -1,6 +1,7 @@
 // matmul for every dtype and ISA against a double-precision reference; batch invariance; dequantize_row.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cpu/isa.h"
+#include "kernels/cpu/matmul_kernels.h"
 #include "kernels/dtype.h"
 #include "kernels/matmul.h"
 #include "kernels/thread_pool.h"
@@ -18,7 +20,7 @@ using namespace inflight::kernels;
 using cpu::Isa;
 
 constexpr DType kAllDtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512};
+constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni};
 
 // Restores the ISA the process started with when a test ends.
 struct IsaOverride {
@@ -47,11 +49,10 @@ std::vector<uint8_t> quantize_q8_0(const float* src, int64_t n) {
     float amax = 0.0f;
     for (int i = 0; i < kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
     const float d = amax / 127.0f;
-    const float inv = d != 0.0f ? 1.0f / d : 0.0f;
     uint8_t* block = out.data() + b * kQ8BlockBytes;
     const uint16_t d16 = f32_to_f16(d);
     std::memcpy(block, &d16, 2);
-    for (int i = 0; i < kQ8BlockSize; ++i) block[2 + i] = uint8_t(int8_t(std::lround(x[i] * inv)));
+    for (int i = 0; i < kQ8BlockSize; ++i) block[2 + i] = d == 0.0f ? 0 : uint8_t(int8_t(std::lround(x[i] / d)));
   }
   return out;
 }
@@ -110,9 +111,23 @@ std::vector<float> random_values(size_t n, uint32_t seed) {
   return v;
 }
 
+// The activations matmul really multiplies: x itself, or for Q8_0 x after the per-block int8
+// quantisation (dequantised in double). [num_tokens, cols]
+std::vector<double> effective_x(DType dtype, const std::vector<float>& x, int64_t cols, int64_t num_tokens) {
+  std::vector<double> out(x.begin(), x.begin() + num_tokens * cols);
+  if (dtype != DType::Q8_0) return out;
+  std::vector<int8_t> q(static_cast<size_t>(cols));
+  std::vector<float> d(size_t(cols / kQ8BlockSize));
+  for (int64_t t = 0; t < num_tokens; ++t) {
+    cpu::quantize_activations_q8_0(x.data() + t * cols, cols, q.data(), d.data());
+    for (int64_t c = 0; c < cols; ++c) out[size_t(t * cols + c)] = double(d[size_t(c / kQ8BlockSize)]) * q[size_t(c)];
+  }
+  return out;
+}
+
 // Checks y [num_tokens, rows] against sum_c exact[r, c] * x[t, c] in double. Tolerance: f32 rounding
 // of a length-cols sum, relative to sum_c |w x| (ISAs differ only in summation order).
-void check_against_reference(const std::vector<float>& exact, const std::vector<float>& x, const std::vector<float>& y,
+void check_against_reference(const std::vector<float>& exact, const std::vector<double>& x, const std::vector<float>& y,
                              int64_t rows, int64_t cols, int64_t num_tokens) {
   int num_bad = 0;
   for (int64_t t = 0; t < num_tokens; ++t) {
@@ -147,6 +162,7 @@ TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape"
         const auto values = random_values(size_t(rows * cols), uint32_t(rows * 7919 + cols));
         const TestWeights w = make_weights(dtype, values, rows, cols);
         const auto x = random_values(size_t(13 * cols), uint32_t(cols));
+        const std::vector<double> x_eff = effective_x(dtype, x, cols, 13);
         for (int64_t num_tokens : all_tokens) {
           for (Isa isa : isas) {
             CAPTURE(dtype_name(dtype));
@@ -157,7 +173,7 @@ TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape"
             REQUIRE(cpu::set_active_isa(isa));
             std::vector<float> y(size_t(num_tokens * rows), NAN);
             matmul(w.view(dtype, rows, cols), x.data(), y.data(), num_tokens);
-            check_against_reference(w.exact, x, y, rows, cols, num_tokens);
+            check_against_reference(w.exact, x_eff, y, rows, cols, num_tokens);
           }
         }
       }
@@ -180,7 +196,7 @@ TEST_CASE("matmul handles column counts that are not a multiple of the vector wi
         REQUIRE(cpu::set_active_isa(isa));
         std::vector<float> y(size_t(5 * rows), NAN);
         matmul(w.view(dtype, rows, cols), x.data(), y.data(), 5);
-        check_against_reference(w.exact, x, y, rows, cols, 5);
+        check_against_reference(w.exact, effective_x(dtype, x, cols, 5), y, rows, cols, 5);
       }
     }
   }
@@ -241,6 +257,99 @@ TEST_CASE("matmul results do not depend on the thread count") {
   set_num_threads(saved_threads);
 }
 
+TEST_CASE("matmul Q8_0 differs from unquantised-activation math by at most the activation rounding") {
+  IsaOverride restore;
+  const int64_t rows = 64, cols = 2048, num_tokens = 3;
+  const auto values = random_values(size_t(rows * cols), 21);
+  const TestWeights w = make_weights(DType::Q8_0, values, rows, cols);
+  auto x = random_values(size_t(num_tokens * cols), 22);
+  x[5] = 40.0f;  // an outlier coarsens its block's step
+  for (Isa isa : runnable_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    std::vector<float> y(size_t(num_tokens * rows));
+    matmul(w.view(DType::Q8_0, rows, cols), x.data(), y.data(), num_tokens);
+    for (int64_t t = 0; t < num_tokens; ++t) {
+      for (int64_t r = 0; r < rows; ++r) {
+        // |x - xd * xq| <= xd / 2 per element, xd = block amax / 127
+        double exact = 0, bound = 0, sum_abs = 0;
+        for (int64_t b = 0; b < cols / kQ8BlockSize; ++b) {
+          double amax = 0, wsum = 0;
+          for (int i = 0; i < kQ8BlockSize; ++i) {
+            const int64_t c = b * kQ8BlockSize + i;
+            const double wc = w.exact[size_t(r * cols + c)], xc = x[size_t(t * cols + c)];
+            exact += wc * xc;
+            sum_abs += std::fabs(wc * xc);
+            amax = std::max(amax, std::fabs(xc));
+            wsum += std::fabs(wc);
+          }
+          bound += 0.5 * amax / 127.0 * wsum;
+        }
+        CHECK(std::fabs(y[size_t(t * rows + r)] - exact) <= bound * 1.0001 + 1e-5 * sum_abs);
+      }
+    }
+  }
+}
+
+TEST_CASE("matmul Q8_0 with VNNI equals the maddubs AVX-512 path bit for bit") {
+  IsaOverride restore;
+  if (!cpu::isa_supported(Isa::Avx512Vnni)) {
+    MESSAGE("skipping: this CPU lacks AVX-512 VNNI");
+    return;
+  }
+  const int64_t rows = 45, cols = 256, num_tokens = 7;
+  const auto values = random_values(size_t(rows * cols), 31);
+  const TestWeights w = make_weights(DType::Q8_0, values, rows, cols);
+  const auto x = random_values(size_t(num_tokens * cols), 32);
+  std::vector<float> plain(size_t(num_tokens * rows)), vnni(plain.size());
+  REQUIRE(cpu::set_active_isa(Isa::Avx512));
+  matmul(w.view(DType::Q8_0, rows, cols), x.data(), plain.data(), num_tokens);
+  REQUIRE(cpu::set_active_isa(Isa::Avx512Vnni));
+  matmul(w.view(DType::Q8_0, rows, cols), x.data(), vnni.data(), num_tokens);
+  CHECK(std::memcmp(plain.data(), vnni.data(), plain.size() * 4) == 0);
+}
+
+TEST_CASE("matmul Q8_0 handles quants of -128, which GGML never writes but a file may hold") {
+  IsaOverride restore;
+  const int64_t rows = 2, cols = 64;
+  std::vector<uint8_t> bytes(size_t(rows * row_bytes(DType::Q8_0, cols)));
+  std::vector<float> exact(size_t(rows * cols));
+  for (int64_t b = 0; b < rows * cols / kQ8BlockSize; ++b) {
+    uint8_t* blk = bytes.data() + b * kQ8BlockBytes;
+    const uint16_t d16 = f32_to_f16(0.01f);
+    std::memcpy(blk, &d16, 2);
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const int8_t q = i % 3 == 0 ? int8_t(-128) : int8_t(i * 7 - 100);
+      blk[2 + i] = uint8_t(q);
+      exact[size_t(b * kQ8BlockSize + i)] = f16_to_f32(d16) * float(q);
+    }
+  }
+  const auto x = random_values(size_t(cols), 33);
+  for (Isa isa : runnable_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    std::vector<float> y(static_cast<size_t>(rows));
+    matmul({DType::Q8_0, bytes.data(), rows, cols}, x.data(), y.data(), 1);
+    check_against_reference(exact, effective_x(DType::Q8_0, x, cols, 1), y, rows, cols, 1);
+  }
+}
+
+TEST_CASE("quantize_activations_q8_0 keeps |q| <= 127 and x within half a step") {
+  const auto x = random_values(3 * kQ8BlockSize, 41);
+  std::vector<int8_t> q(x.size());
+  std::vector<float> d(3);
+  cpu::quantize_activations_q8_0(x.data(), int64_t(x.size()), q.data(), d.data());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float step = d[i / kQ8BlockSize];
+    CHECK(std::abs(int(q[i])) <= 127);
+    CHECK(std::fabs(double(step) * q[i] - x[i]) <= 0.5 * step * 1.0001);
+  }
+  const std::vector<float> zeros(kQ8BlockSize, 0.0f);
+  cpu::quantize_activations_q8_0(zeros.data(), kQ8BlockSize, q.data(), d.data());
+  CHECK(d[0] == 0.0f);
+  CHECK(q[0] == 0);
+}
+
 TEST_CASE("quantize_q8_0 test helper round-trips within half a step") {
   const auto values = random_values(4 * kQ8BlockSize, 3);
   const auto q = quantize_q8_0(values.data(), int64_t(values.size()));
@@ -256,6 +365,24 @@ TEST_CASE("quantize_q8_0 test helper round-trips within half a step") {
       CHECK(std::fabs(back[k] - values[k]) <= 0.5f * d + 1e-3f * std::fabs(values[k]));
     }
   }
+}
+
+TEST_CASE("quantize_row_q8_0 agrees with the test helper and dequantize_row inverts it") {
+  auto values = random_values(8 * kQ8BlockSize, 51);
+  for (int i = 0; i < kQ8BlockSize; ++i) values[size_t(3 * kQ8BlockSize + i)] = 0.0f;  // an all-zero block
+  const auto want = quantize_q8_0(values.data(), int64_t(values.size()));
+  std::vector<uint8_t> got(want.size());
+  quantize_row_q8_0(values.data(), got.data(), int64_t(values.size()));
+  int num_off = 0;
+  for (size_t b = 0; b < 8; ++b) {
+    CHECK(std::memcmp(&got[b * kQ8BlockBytes], &want[b * kQ8BlockBytes], 2) == 0);  // same f16 scale
+    for (int i = 0; i < kQ8BlockSize; ++i) {
+      const int diff = int(int8_t(got[b * kQ8BlockBytes + 2 + i])) - int(int8_t(want[b * kQ8BlockBytes + 2 + i]));
+      CHECK(std::abs(diff) <= 1);  // x * (1 / d) and x / d may round apart at exact halves
+      num_off += diff != 0;
+    }
+  }
+  CHECK(num_off <= 2);
 }
 
 TEST_CASE("dequantize_row expands every dtype") {

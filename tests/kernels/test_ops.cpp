@@ -1,6 +1,7 @@
 // Layer ops against hand-computed and double-precision values.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>

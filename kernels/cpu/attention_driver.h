@@ -1,0 +1,81 @@
+// Internals shared by the CPU attention drivers (append, context, generation): RoPE tables, per-thread
+// scratch, and the span fold over a paged (sequence, KV head). Compiled without ISA flags; the SIMD work
+// happens in the tile routine (attention_tile.h).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/attention_params.h"
+#include "kernels/cpu/attention_tile.h"
+
+namespace inflight::kernels::cpu {
+
+// cos / sin of RoPE for a range of token rows, computed with the same float formulas, in the same
+// order, as kernels::apply_rope, so rotating here is bit-identical to apply_rope (tested).
+class RopeTable {
+ public:
+  // Rows [row_begin, row_end) of p at p.positions; empty (rotate is a no-op) when RoPE is off.
+  void build(const AttentionParams& p, int64_t row_begin, int64_t row_end);
+  bool on() const { return num_pairs_ > 0; }
+  // Rotates one head ([head_dim] floats) of token row `row` in place.
+  void rotate(int64_t row, float* head) const;
+
+ private:
+  RopeParams rope_;
+  int num_pairs_ = 0;
+  int64_t row_begin_ = 0;
+  std::vector<float> cos_sin_;  // [rows, 2 * num_pairs]: cos, sin of pair i at 2i, 2i + 1
+};
+
+// The calling thread's scratch, grown on demand and reused across calls.
+class Workspace {
+ public:
+  // At least num_floats floats, 64-byte aligned; invalidates what an earlier call returned.
+  float* get(int64_t num_floats);
+
+ private:
+  std::vector<float> buf_;
+};
+Workspace& thread_workspace();
+
+// R queries of one (sequence, KV head) attending together: a decode row's G heads or a context
+// tile's rows x G heads.
+struct QuerySet {
+  int num = 0;                                  // R <= kMaxTileQueries
+  const float* q = nullptr;                     // [R, padded_dim(head_dim)] rotated, zero padded
+  int64_t lo[kMaxTileQueries] = {};             // visible keys [lo, hi), absolute positions
+  int64_t hi[kMaxTileQueries] = {};
+  const void* mask_key0[kMaxTileQueries] = {};  // mask element of key 0 for the query, or nullptr
+};
+
+// Visible keys [lo, hi) of the query at `pos` in a sequence of `total` keys (band mask).
+void visible_keys(const AttentionParams& p, int64_t pos, int64_t total, int64_t* lo, int64_t* hi);
+
+// Mask element of key 0 for sequence s, query head h, the sequence's query row i; nullptr without a mask.
+const void* mask_key0(const AttentionParams& p, int s, int h, int64_t i);
+
+// Floats of scratch attend_span needs for R queries (the tile's and the tile states').
+int64_t span_scratch_floats(const AttentionParams& p, int num_queries);
+
+// span[r] <- the fold of the tile states of keys [span_begin, span_begin + kKvSpan) of sequence `seq`
+// (total keys `total`) for query r, tiles in key order, skipping tiles no query sees. span[r] must
+// come in empty. scratch: span_scratch_floats(p, qs.num) floats, 64-byte aligned.
+void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, const QuerySet& qs,
+                 int64_t span_begin, SoftmaxState* span, float* scratch);
+
+// The first and one-past-last span index any query of qs sees.
+void span_range(const QuerySet& qs, int64_t* first, int64_t* last);
+
+// Gathers the query heads [h0, h0 + G) of token `row` into dst ([G, padded_dim(head_dim)]) rotated.
+void gather_query_heads(const AttentionParams& p, const RopeTable& rope, int64_t row, int h0, int num_heads,
+                        float* dst);
+
+// The phases of cpu::attention, over the sequences listed (tables built by the caller).
+void append_rows(const AttentionParams& p, const RopeTable& rope);
+void run_context(const AttentionParams& p, const std::vector<int>& seqs, const RopeTable& rope);
+void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const RopeTable& rope);
+
+// Aborts with file:line on a broken contract (head dims, group, quant group).
+void check_params(const AttentionParams& p, const char* file, int line);
+
+}  // namespace inflight::kernels::cpu

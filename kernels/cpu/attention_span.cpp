@@ -1,0 +1,265 @@
+// The span fold every CPU attention driver uses, the online-softmax state, RoPE tables and scratch.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cpu/attention_driver.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/thread_pool.h"
+
+namespace inflight::kernels::cpu {
+
+// ---- online-softmax state ----
+
+void reset_state(SoftmaxState& s, int dim) {
+  std::fill(s.o, s.o + dim, 0.0f);
+  s.m = -INFINITY;
+  s.d = 0.0f;
+}
+
+void merge_state(SoftmaxState& a, const SoftmaxState& b, int dim) {
+  if (!(b.m > -INFINITY)) return;
+  if (!(a.m > -INFINITY)) {
+    std::memcpy(a.o, b.o, size_t(dim) * sizeof(float));
+    a.m = b.m;
+    a.d = b.d;
+    return;
+  }
+  const float m = std::max(a.m, b.m);
+  const float ca = std::exp(a.m - m), cb = std::exp(b.m - m);
+  for (int i = 0; i < dim; ++i) a.o[i] = a.o[i] * ca + b.o[i] * cb;
+  a.d = a.d * ca + b.d * cb;
+  a.m = m;
+}
+
+void write_state(const SoftmaxState& s, float* out, int dim) {
+  if (!(s.m > -INFINITY) || !(s.d > 0.0f)) {
+    std::fill(out, out + dim, 0.0f);
+    return;
+  }
+  const float inv = 1.0f / s.d;
+  for (int i = 0; i < dim; ++i) out[i] = s.o[i] * inv;
+}
+
+AttendTileFn attend_tile_fn() {
+  const Isa isa = active_isa();
+  if (isa >= Isa::Avx512) return attend_tile_avx512;
+  if (isa >= Isa::Avx2) return attend_tile_avx2;
+  return attend_tile_scalar;
+}
+
+// ---- RoPE ----
+
+void RopeTable::build(const AttentionParams& p, int64_t row_begin, int64_t row_end) {
+  num_pairs_ = 0;
+  if (!p.rope_on()) return;
+  rope_ = p.rope;
+  if (rope_.rotary_dim % 2 != 0 || rope_.rotary_dim > p.head_dim) {
+    std::fprintf(stderr, "%s:%d: rope: bad rotary_dim %d for head_dim %d\n", __FILE__, __LINE__, rope_.rotary_dim,
+                 p.head_dim);
+    std::abort();
+  }
+  rope_.head_dim = p.head_dim;
+  num_pairs_ = rope_.rotary_dim / 2;
+  row_begin_ = row_begin;
+  // NOTE: the formulas and their float order are kernels::apply_rope's (kernels/ops.cpp).
+  std::vector<float> freq(static_cast<size_t>(num_pairs_));  // [num_pairs] radians per position
+  for (int i = 0; i < num_pairs_; ++i)
+    freq[size_t(i)] = 1.0f / std::pow(rope_.theta, float(2 * i) / float(rope_.rotary_dim));
+  const int64_t num_rows = row_end - row_begin;
+  cos_sin_.resize(size_t(std::max<int64_t>(0, num_rows)) * 2 * num_pairs_);
+  const int pairs = num_pairs_;
+  compute_pool().parallel_for(num_rows, 64, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const float pos = float(p.positions[row_begin + r]);
+      float* cs = &cos_sin_[size_t(r) * 2 * pairs];
+      for (int i = 0; i < pairs; ++i) {
+        const float angle = pos * freq[size_t(i)];
+        cs[2 * i] = std::cos(angle);
+        cs[2 * i + 1] = std::sin(angle);
+      }
+    }
+  });
+}
+
+void RopeTable::rotate(int64_t row, float* head) const {
+  if (num_pairs_ == 0) return;
+  const float* cs = &cos_sin_[size_t(row - row_begin_) * 2 * num_pairs_];
+  // pair i is (head[a], head[b]); GptJ: a = 2i, b = 2i + 1; NeoX: a = i, b = i + rotary_dim / 2
+  const int step = rope_.style == RopeStyle::GptJ ? 2 : 1;
+  const int offset = rope_.style == RopeStyle::GptJ ? 1 : num_pairs_;
+  for (int i = 0; i < num_pairs_; ++i) {
+    const float fcr = cs[2 * i], fci = cs[2 * i + 1];
+    float* a = head + i * step;
+    float* b = a + offset;
+    const float v0 = *a, v1 = *b;
+    *a = v0 * fcr - v1 * fci;
+    *b = v0 * fci + v1 * fcr;
+  }
+}
+
+// ---- scratch ----
+
+float* Workspace::get(int64_t num_floats) {
+  const size_t need = size_t(num_floats) + 16;
+  if (buf_.size() < need) buf_.resize(need);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(buf_.data());
+  return buf_.data() + ((64 - addr % 64) % 64) / sizeof(float);
+}
+
+Workspace& thread_workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
+// ---- queries ----
+
+void visible_keys(const AttentionParams& p, int64_t pos, int64_t total, int64_t* lo, int64_t* hi) {
+  *lo = p.pre_tokens < 0 ? 0 : std::max<int64_t>(0, pos - p.pre_tokens);
+  *hi = p.next_tokens < 0 ? total : std::min<int64_t>(total, pos + p.next_tokens + 1);
+}
+
+const void* mask_key0(const AttentionParams& p, int s, int h, int64_t i) {
+  if (p.mask.kind == MaskKind::None || p.mask.data == nullptr) return nullptr;
+  const int64_t e = int64_t(s) * p.mask.seq_stride + int64_t(h) * p.mask.head_stride + i * p.mask.row_stride;
+  if (p.mask.kind == MaskKind::Bool) return static_cast<const uint8_t*>(p.mask.data) + e;
+  return static_cast<const float*>(p.mask.data) + e;
+}
+
+void gather_query_heads(const AttentionParams& p, const RopeTable& rope, int64_t row, int h0, int num_heads,
+                        float* dst) {
+  const int pdim = padded_dim(p.head_dim);
+  for (int g = 0; g < num_heads; ++g) {
+    float* d = dst + int64_t(g) * pdim;
+    std::memcpy(d, p.q + row * p.q_stride + int64_t(h0 + g) * p.head_dim, size_t(p.head_dim) * sizeof(float));
+    std::fill(d + p.head_dim, d + pdim, 0.0f);
+    rope.rotate(row, d);
+  }
+}
+
+void span_range(const QuerySet& qs, int64_t* first, int64_t* last) {
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int r = 0; r < qs.num; ++r) {
+    if (qs.lo[r] >= qs.hi[r]) continue;
+    lo = std::min(lo, qs.lo[r]);
+    hi = std::max(hi, qs.hi[r]);
+  }
+  if (lo >= hi) {
+    *first = *last = 0;
+    return;
+  }
+  *first = lo / kKvSpan;
+  *last = (hi + kKvSpan - 1) / kKvSpan;
+}
+
+// ---- the span fold ----
+
+int64_t span_scratch_floats(const AttentionParams& p, int num_queries) {
+  return int64_t(num_queries) * (padded_dim(p.head_dim_v) + 2) + 32 +
+         tile_scratch_floats(num_queries, p.head_dim, p.head_dim_v);
+}
+
+void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, const QuerySet& qs,
+                 int64_t span_begin, SoftmaxState* span, float* scratch) {
+  const PagedKvView& kv = p.kv;
+  const int R = qs.num;
+  const int pdim_v = padded_dim(p.head_dim_v);
+  float* tile_o = scratch;                            // [R, pdim_v]
+  float* tile_m = tile_o + int64_t(R) * pdim_v;       // [R]
+  float* tile_d = tile_m + R;                         // [R]
+  float* tile_scratch = tile_d + R;
+  tile_scratch += (16 - (tile_scratch - scratch) % 16) % 16;  // 64-byte aligned like scratch
+
+  const void* k_rows[kKvTile];
+  const void* v_rows[kKvTile];
+  const float* k_scales[kKvTile];
+  const float* v_scales[kKvTile];
+  int lo[kMaxTileQueries], hi[kMaxTileQueries];
+  const void* mask_rows[kMaxTileQueries];
+  const int64_t mask_elem = p.mask.kind == MaskKind::Bool ? 1 : 4;
+  const int64_t row_bytes = int64_t(kv.head_dim) * kv_elem_bytes(kv.dtype);
+  const bool grouped = kv_has_group_scales(kv.dtype);
+  const AttendTileFn attend = attend_tile_fn();
+
+  TileArgs a;
+  a.num_queries = R;
+  a.q = qs.q;
+  a.head_dim = p.head_dim;
+  a.head_dim_v = p.head_dim_v;
+  a.scale = p.effective_scale();
+  a.softcap = p.softcap;
+  a.dtype = kv.dtype;
+  a.k_rows = k_rows;
+  a.v_rows = v_rows;
+  a.k_scales = k_scales;
+  a.v_scales = v_scales;
+  a.quant_group = kv.quant_group;
+  a.quant_orig = kv.quant_orig_scale;
+  a.lo = lo;
+  a.hi = hi;
+  a.mask_kind = p.mask.kind;
+  a.mask_rows = mask_rows;
+  a.o = tile_o;
+  a.m = tile_m;
+  a.d = tile_d;
+  a.scratch = tile_scratch;
+
+  const int64_t span_end = std::min<int64_t>(span_begin + kKvSpan, total);
+  for (int64_t t0 = span_begin; t0 < span_end; t0 += kKvTile) {
+    const int n = int(std::min<int64_t>(kKvTile, total - t0));
+    bool any = false;
+    for (int r = 0; r < R; ++r) {
+      lo[r] = int(std::clamp<int64_t>(qs.lo[r] - t0, 0, n));
+      hi[r] = int(std::clamp<int64_t>(qs.hi[r] - t0, 0, n));
+      any |= lo[r] < hi[r];
+      mask_rows[r] = qs.mask_key0[r] == nullptr
+                         ? nullptr
+                         : static_cast<const uint8_t*>(qs.mask_key0[r]) + t0 * mask_elem;
+    }
+    if (!any) continue;
+    // Row addresses: one block lookup per run of keys in the same block (per key with beams).
+    for (int j = 0; j < n;) {
+      const int64_t pos = t0 + j;
+      const int slot = int(pos & (kv.block_size - 1));
+      const int run = p.cache_indir != nullptr ? 1 : std::min(n - j, kv.block_size - slot);
+      const int64_t block = kv.block_of(p.kv_seq(seq, pos), pos);
+      const auto* k0 = static_cast<const uint8_t*>(kv.row(block, 0, kv_head, slot));
+      const auto* v0 = static_cast<const uint8_t*>(kv.row(block, 1, kv_head, slot));
+      const KvRowScales ks = kv.row_scales(block, 0, kv_head, slot);
+      const KvRowScales vs = kv.row_scales(block, 1, kv_head, slot);
+      for (int i = 0; i < run; ++i) {
+        k_rows[j + i] = k0 + i * row_bytes;
+        v_rows[j + i] = v0 + i * row_bytes;
+        if (grouped) {
+          k_scales[j + i] = ks.group + int64_t(i) * kv.num_scale_groups();
+          v_scales[j + i] = vs.group + int64_t(i) * kv.num_scale_groups();
+        }
+      }
+      j += run;
+    }
+    a.num_keys = n;
+    attend(a);
+    for (int r = 0; r < R; ++r) {
+      const SoftmaxState t{tile_o + int64_t(r) * pdim_v, tile_m[r], tile_d[r]};
+      merge_state(span[r], t, pdim_v);
+    }
+  }
+}
+
+void check_params(const AttentionParams& p, const char* file, int line) {
+  const char* what = nullptr;
+  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0) what = "num_q_heads must be a multiple of num_kv_heads";
+  else if (p.num_q_heads / p.num_kv_heads > kMaxTileQueries) what = "GQA group larger than 64";
+  else if (p.head_dim != p.kv.head_dim || p.head_dim_v != p.kv.head_dim) what = "paged attention needs head_dim == head_dim_v == kv.head_dim";
+  else if (p.kv.num_kv_heads != p.num_kv_heads) what = "kv.num_kv_heads != num_kv_heads";
+  else if (kv_has_group_scales(p.kv.dtype) &&
+           (p.kv.scales == nullptr || p.kv.quant_group < 8 || p.head_dim % p.kv.quant_group != 0))
+    what = "int8 KV needs scales and a quant_group >= 8 dividing head_dim";
+  if (what == nullptr) return;
+  std::fprintf(stderr, "%s:%d: attention: %s\n", file, line, what);
+  std::abort();
+}
+
+}  // namespace inflight::kernels::cpu

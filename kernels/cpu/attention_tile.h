@@ -1,0 +1,85 @@
+// The unit every CPU attention kernel is built from: one tile of up to kKvTile keys of one KV head
+// against R queries (the G query heads of a decode row, rows x G heads of a context tile, or the G
+// heads of an NSA token), giving one online-softmax state per query. The context, generation and NSA
+// drivers differ only in which tiles they visit and how they spread them over threads; they all fold
+// tile states the same way:
+//
+//   span state = fold(merge, tile states of the span's tiles, in key order)   (span: kKvSpan aligned keys)
+//   row state  = fold(merge, span states, in key order)
+//
+// with tiles and spans aligned at absolute key positions. The split-K plan (one thread per span, then
+// a merge) and the sequential plan compute exactly this, so a row's output does not depend on the batch,
+// the chunking of its prefill, or the thread count.
+//
+// Per-ISA entry points follow matmul_kernels.h: attention_avx2.cpp / attention_avx512.cpp are compiled
+// with -mavx2 / -mavx512f, keep all code in anonymous namespaces, and export only the functions below.
+#pragma once
+#include <cstdint>
+
+#include "kernels/attention_params.h"
+
+namespace inflight::kernels::cpu {
+
+inline constexpr int kKvTile = 64;             // keys per tile (one state per query per tile)
+inline constexpr int kKvSpan = 512;            // keys per span; a multiple of kKvTile
+inline constexpr int kMaxTileQueries = 64;     // R per tile call
+inline constexpr int kVecPad = 16;             // q / o rows are padded to a multiple of 16 floats
+
+inline int padded_dim(int dim) { return (dim + kVecPad - 1) / kVecPad * kVecPad; }
+
+// FlashInfer's state_t{o, m, d}: o = sum_j exp(s_j - m) v_j (unnormalised), m = max_j s_j,
+// d = sum_j exp(s_j - m). m = -inf (d = 0, o = 0) is the empty state.
+struct SoftmaxState {
+  float* o = nullptr;  // [dim]
+  float m = 0.0f;
+  float d = 0.0f;
+};
+void reset_state(SoftmaxState& s, int dim);
+// a <- a (+) b. Exact when either side is empty: merge(empty, b) copies b.
+void merge_state(SoftmaxState& a, const SoftmaxState& b, int dim);
+// out[0, dim) = o / d; zeros for the empty state (no visible key, as ORT writes).
+void write_state(const SoftmaxState& s, float* out, int dim);
+
+struct TileArgs {
+  // Queries.
+  int num_queries = 0;                    // R <= kMaxTileQueries
+  const float* q = nullptr;               // [R, padded_dim(head_dim)], rotated, zero padded
+  int head_dim = 0;
+  int head_dim_v = 0;
+  float scale = 0.0f;                     // score = softcap(scale * q.k) + additive mask
+  float softcap = 0.0f;
+  // Keys of the tile, rows in the cache's dtype.
+  int num_keys = 0;                       // n <= kKvTile
+  KvDType dtype = KvDType::F32;
+  const void* const* k_rows = nullptr;    // [n] start of each key row
+  const void* const* v_rows = nullptr;    // [n]
+  const float* const* k_scales = nullptr; // [n] Int8 group scales of each row ([head_dim / quant_group])
+  const float* const* v_scales = nullptr; // [n]
+  int quant_group = 0;                    // Int8
+  float quant_orig = 1.0f;                // Int8Static / Fp8*: per-tensor dequant scale
+  // Which keys each query may see: tile keys [lo[r], hi[r]) before the mask.
+  const int* lo = nullptr;                // [R]
+  const int* hi = nullptr;                // [R]
+  MaskKind mask_kind = MaskKind::None;
+  const void* const* mask_rows = nullptr; // [R] mask element of tile key 0 for query r (uint8_t / float)
+  // Outputs: the tile state of each query.
+  float* o = nullptr;                     // [R, padded_dim(head_dim_v)]
+  float* m = nullptr;                     // [R]; -inf when the query sees no key of the tile
+  float* d = nullptr;                     // [R]
+  float* scratch = nullptr;               // >= tile_scratch_floats(...) floats, 64-byte aligned
+};
+
+// Floats of TileArgs::scratch a tile needs.
+inline int64_t tile_scratch_floats(int num_queries, int head_dim, int head_dim_v) {
+  return int64_t(kKvTile) * (padded_dim(head_dim) + padded_dim(head_dim_v) + 2) +
+         int64_t(num_queries) * kKvTile + 64;
+}
+
+using AttendTileFn = void (*)(const TileArgs&);
+void attend_tile_scalar(const TileArgs& a);
+void attend_tile_avx2(const TileArgs& a);
+void attend_tile_avx512(const TileArgs& a);
+// The entry point for active_isa().
+AttendTileFn attend_tile_fn();
+
+}  // namespace inflight::kernels::cpu

@@ -1,0 +1,11 @@
+// Q8_0 matmul with AVX-512 VNNI (vpdpbusd on 256-bit vectors). Compiled with -mavx512vnni; reached
+// only when active_isa() is Avx512Vnni. Integer sums are exact, so results equal matmul_rows_avx512's bit for bit.
+#include "kernels/cpu/matmul_q8_int8.h"
+
+namespace inflight::kernels::cpu {
+
+void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  run_tiled<Q8Int8Kernel<VnniDot, 32>>(a, row_begin, row_end);
+}
+
+}  // namespace inflight::kernels::cpu

@@ -1,0 +1,253 @@
+// `inflight serve`: the OpenAI-compatible HTTP server. Start-up order: listen first, so that /health
+// answers 503 while the model loads; then load, size the KV cache, start the engine, publish the model.
+// SIGINT/SIGTERM: stop accepting, give in-flight requests shutdown_grace_seconds, cancel the rest (they
+// end with an error chunk or a 503), wait for their answers to be written, exit 0.
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <ctime>
+#include <future>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <spdlog/spdlog.h>
+
+#include "engine/engine.h"
+#include "engine/model_loader.h"
+#include "kernels/kv_dtype.h"
+#include "kernels/thread_pool.h"
+#include "server/commands.h"
+#include "server/http_server.h"
+#include "server/routes.h"
+#include "server/server_config.h"
+#include "server/server_state.h"
+
+namespace inflight::cli {
+
+namespace {
+
+namespace net = boost::asio;
+using server::ServerConfig;
+
+struct ServeFlags {
+  std::string config_path;
+  ServerConfig values;  // flag values; only the flags given override the config file
+  std::vector<std::pair<CLI::Option*, void (*)(const ServerConfig&, ServerConfig&)>> overrides;
+};
+
+// Everything the loaded model needs, owned together; outlives the HTTP side.
+struct ServedModel {
+  std::optional<engine::LoadedModel> loaded;  // weights moved into `model`; the tokenizer stays here
+  std::unique_ptr<engine::Model> model;
+  std::unique_ptr<cache::KvCache> kv;
+  std::unique_ptr<engine::Engine> engine;
+  std::unique_ptr<server::ChatTemplate> chat_template;
+  server::ModelContext context;
+};
+
+std::string format_bytes(int64_t bytes) {
+  char buf[32];
+  if (bytes >= (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1 << 30));
+  else std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / double(1 << 20));
+  return buf;
+}
+
+server::ChatTemplateKind choose_chat_template(const ServerConfig& config, const std::string& model_template) {
+  if (config.chat_template != "auto") return *server::parse_chat_template_name(config.chat_template);
+  if (model_template.empty()) {
+    spdlog::info("chat template: llama2 (the model has none)");
+    return server::ChatTemplateKind::Llama2;
+  }
+  if (auto kind = server::detect_chat_template(model_template)) {
+    spdlog::info("chat template: {} (recognised in the model's metadata)", server::chat_template_name(*kind));
+    return *kind;
+  }
+  spdlog::warn("chat template: the model's template is not one of {}; using llama2 (set chat_template to choose)",
+               server::chat_template_names());
+  return server::ChatTemplateKind::Llama2;
+}
+
+void load(const ServerConfig& config, ServedModel* served) {
+  if (config.model.empty())
+    spdlog::warn("no --model given: serving the built-in default model. It has RANDOM weights, so its text is "
+                 "gibberish. Serve a real model with --model path/to/model.gguf or --model path/to/hf-folder.");
+  served->loaded.emplace(config.model.empty() ? engine::load_builtin_model() : engine::load_model(config.model));
+  served->model = std::make_unique<engine::Model>(std::move(served->loaded->weights));
+  const engine::ModelConfig& c = served->model->config();
+
+  if (config.max_model_len > c.max_seq_len)
+    throw std::invalid_argument("--max-model-len " + std::to_string(config.max_model_len) +
+                                " exceeds the model's context of " + std::to_string(c.max_seq_len) + " tokens");
+  const int max_model_len = config.max_model_len > 0 ? config.max_model_len : c.max_seq_len;
+  kernels::KvDType dtype;
+  kernels::parse_kv_dtype(config.kv_cache_dtype, &dtype);  // validated with the config
+  cache::KvCacheConfig kv_config{c.num_layers, c.num_kv_heads, c.head_dim, config.kv_block_size, 0, dtype};
+
+  // The budget, but no more than max_num_seqs full-length sequences can hold at once.
+  const int64_t budget = server::parse_memory_size(config.kv_cache_memory, server::physical_memory_bytes());
+  const int64_t blocks_per_seq = (int64_t(max_model_len) + config.kv_block_size - 1) / config.kv_block_size;
+  const int64_t useful_blocks = blocks_per_seq * config.max_num_seqs;
+  const int64_t budget_blocks = cache::blocks_for_bytes(kv_config, std::min<int64_t>(budget, int64_t(1) << 60));
+  kv_config.num_blocks = int(std::min<int64_t>({budget_blocks, useful_blocks, INT32_MAX}));
+  if (kv_config.num_blocks < blocks_per_seq)
+    throw std::invalid_argument("--kv-cache-memory " + config.kv_cache_memory + " (" + format_bytes(budget) + ") holds " +
+                                std::to_string(kv_config.num_blocks) + " KV blocks, fewer than the " +
+                                std::to_string(blocks_per_seq) + " one sequence of max_model_len " +
+                                std::to_string(max_model_len) + " tokens needs; raise it or lower --max-model-len");
+  served->kv = std::make_unique<cache::KvCache>(kv_config);
+  const cache::KvCache& kv = *served->kv;
+  spdlog::info("model {}: {} layers, {} query / {} KV heads, vocab {}; context {} tokens (max_model_len {}); KV cache "
+               "{} blocks x {} tokens = {} tokens, {} ({}{})",
+               c.name, c.num_layers, c.num_q_heads, c.num_kv_heads, c.vocab_size, c.max_seq_len, max_model_len,
+               kv_config.num_blocks, kv_config.block_size, int64_t(kv_config.num_blocks) * kv_config.block_size,
+               format_bytes(kv.total_bytes()), kernels::kv_dtype_name(dtype),
+               useful_blocks < budget_blocks ? ", capped at max_num_seqs full-length sequences" : "");
+
+  engine::EngineConfig engine_config;
+  engine_config.max_num_seqs = config.max_num_seqs;
+  engine_config.max_num_batched_tokens = config.max_num_batched_tokens;
+  engine_config.max_model_len = max_model_len;
+  engine_config.max_queue = config.max_queue;
+  engine_config.enable_prefix_caching = config.enable_prefix_caching;
+  served->engine = std::make_unique<engine::Engine>(*served->model, served->loaded->tokenizer, *served->kv, engine_config);
+  served->chat_template = std::make_unique<server::ChatTemplate>(
+      choose_chat_template(config, served->loaded->chat_template), served->loaded->tokenizer);
+
+  server::ModelContext& ctx = served->context;
+  ctx.served_model_name = config.served_model_name.empty() ? c.name : config.served_model_name;
+  ctx.model_path = config.model;
+  ctx.engine = served->engine.get();
+  ctx.tokenizer = &served->loaded->tokenizer;
+  ctx.chat_template = served->chat_template.get();
+  ctx.max_model_len = served->engine->max_model_len();
+  ctx.vocab_size = c.vocab_size;
+  ctx.created = int64_t(std::time(nullptr));
+}
+
+// Polls `done` every 10 ms until it holds or `seconds` pass.
+template <typename Pred>
+bool wait_until(Pred done, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return true;
+}
+
+void run_serve(ServeFlags& flags) {
+  ServerConfig config = flags.config_path.empty() ? ServerConfig{} : server::load_server_config(flags.config_path);
+  for (auto& [option, apply] : flags.overrides)
+    if (option->count() > 0) apply(flags.values, config);
+  server::validate(config);
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.threads > 0) kernels::set_num_threads(config.threads);
+
+  // Declaration order is destruction order reversed: the io_context (and with it every session and job
+  // its handlers hold) goes before the model, which goes before the state the sessions point to.
+  server::ServerState state(config);
+  server::Router router(state);
+  ServedModel served;
+  net::io_context ioc{config.http_threads};
+  server::HttpServer http(ioc, state, router);
+  const uint16_t port = http.listen(config.host, uint16_t(config.port));
+  spdlog::info("listening on http://{}:{} (loading the model; /health answers 503 until it is ready)", config.host, port);
+
+  std::promise<int> stop_signal;
+  std::future<int> stopped = stop_signal.get_future();
+  net::signal_set signals(ioc, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int signo) {
+    if (!ec) stop_signal.set_value(signo);
+  });
+  std::vector<std::thread> io_threads;
+  for (int i = 0; i < config.http_threads; ++i) io_threads.emplace_back([&ioc] { ioc.run(); });
+  auto stop_io = [&] {
+    ioc.stop();
+    for (std::thread& t : io_threads) t.join();
+    io_threads.clear();
+  };
+
+  try {
+    // NOTE: a test hook: holds the loading state so that tests can see /health answer 503.
+    if (const char* delay = std::getenv("INFLIGHT_DEBUG_LOAD_DELAY_MS"))
+      wait_until([&] { return stopped.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
+                 std::atof(delay) / 1000.0);
+    load(config, &served);
+  } catch (...) {
+    stop_io();
+    throw;
+  }
+  state.publish_model(&served.context);
+  spdlog::info("ready: serving `{}` on http://{}:{}", served.context.served_model_name, config.host, port);
+
+  const int signo = stopped.get();
+  spdlog::info("received {}: no new connections; ending in-flight requests", signo == SIGINT ? "SIGINT" : "SIGTERM");
+  state.begin_stopping();
+  http.stop();
+  if (!wait_until([&] { return http.num_connections() == 0; }, config.shutdown_grace_seconds))
+    spdlog::info("shutdown: {} connection(s) still busy after the grace period; cancelling their requests",
+                 http.num_connections());
+  served.engine->shutdown();  // what is left ends cancelled: an error chunk, or a 503
+  if (!wait_until([&] { return http.num_connections() == 0; }, 5.0))
+    spdlog::warn("shutdown: {} connection(s) did not close in time", http.num_connections());
+  stop_io();
+  spdlog::info("shut down");
+}
+
+template <auto Field>
+void copy_field(const ServerConfig& from, ServerConfig& to) {
+  to.*Field = from.*Field;
+}
+
+template <auto Field, typename T>
+void add_flag_option(CLI::App* cmd, ServeFlags& flags, const std::string& names, T& value, const std::string& help) {
+  CLI::Option* opt = cmd->add_option(names, value, help);
+  flags.overrides.emplace_back(opt, &copy_field<Field>);
+}
+
+}  // namespace
+
+void add_serve_command(CLI::App& app) {
+  auto flags = std::make_shared<ServeFlags>();
+  ServerConfig& v = flags->values;
+  CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
+  cmd->add_option("--config", flags->config_path, "JSON config file (see configs/server.json); flags override it");
+  add_flag_option<&ServerConfig::model>(cmd, *flags, "--model,-m", v.model,
+                                        "GGUF file or Hugging Face folder (default: the built-in model)");
+  add_flag_option<&ServerConfig::host>(cmd, *flags, "--host", v.host, "Address to listen on (default 127.0.0.1)");
+  add_flag_option<&ServerConfig::port>(cmd, *flags, "--port", v.port, "TCP port; 0 = any free port (default 8000)");
+  add_flag_option<&ServerConfig::served_model_name>(cmd, *flags, "--served-model-name", v.served_model_name,
+                                                    "Model name clients use (default: the model's name)");
+  add_flag_option<&ServerConfig::api_key>(cmd, *flags, "--api-key", v.api_key,
+                                          "Require Authorization: Bearer <key> on /v1/* (default: none)");
+  add_flag_option<&ServerConfig::max_num_seqs>(cmd, *flags, "--max-num-seqs", v.max_num_seqs,
+                                               "Sequences per engine step (default 64)");
+  add_flag_option<&ServerConfig::max_num_batched_tokens>(cmd, *flags, "--max-num-batched-tokens",
+                                                         v.max_num_batched_tokens, "Tokens per engine step (default 2048)");
+  add_flag_option<&ServerConfig::max_model_len>(cmd, *flags, "--max-model-len", v.max_model_len,
+                                                "Prompt + generated tokens per sequence (default: the model's context)");
+  add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,
+                                                 "KV cache storage dtype (default f32)");
+  add_flag_option<&ServerConfig::kv_cache_memory>(cmd, *flags, "--kv-cache-memory", v.kv_cache_memory,
+                                                  "KV cache size: bytes (512M, 2G) or a share of RAM (20%) (default 20%)");
+  add_flag_option<&ServerConfig::kv_block_size>(cmd, *flags, "--kv-block-size", v.kv_block_size,
+                                                "Tokens per KV cache block, a power of two (default 16)");
+  add_flag_option<&ServerConfig::threads>(cmd, *flags, "--threads,-t", v.threads, "Compute threads; 0 = all cores");
+  add_flag_option<&ServerConfig::http_threads>(cmd, *flags, "--http-threads", v.http_threads,
+                                               "Threads serving HTTP (default 2)");
+  add_flag_option<&ServerConfig::max_queue>(cmd, *flags, "--max-queue", v.max_queue,
+                                            "Requests waiting to start before new ones get 429 (default 1024)");
+  add_flag_option<&ServerConfig::log_level>(cmd, *flags, "--log-level", v.log_level,
+                                            "trace, debug, info, warn, error, critical, off (default info)");
+  add_flag_option<&ServerConfig::chat_template>(cmd, *flags, "--chat-template", v.chat_template,
+                                                "auto (the model's, else llama2), or " + server::chat_template_names());
+  cmd->callback([flags] { run_serve(*flags); });
+}
+
+}  // namespace inflight::cli

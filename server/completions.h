@@ -1,0 +1,82 @@
+// /v1/completions and /v1/chat/completions: request bodies into engine::Requests (every field checked,
+// errors naming it), and OpenAI's response, chunk and logprobs shapes out.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/request.h"
+#include "engine/tokenizer.h"
+#include "server/server_state.h"
+
+namespace inflight::server {
+
+enum class Api { Completions, Chat };
+
+struct PromptInput {
+  std::vector<int32_t> ids;
+  std::string text;  // as given, or decoded from the ids (what echo prepends)
+};
+
+struct CompletionRequest {
+  Api api = Api::Completions;
+  std::vector<PromptInput> prompts;  // chat: exactly one, the rendered conversation
+  engine::Request engine;            // everything but prompt_ids and sink; engine.n choices per prompt
+  bool stream = false;
+  bool include_usage = false;        // stream_options.include_usage: a last chunk with the usage
+  bool echo = false;                 // completions: each choice's text starts with its prompt
+  bool logprobs = false;             // choices carry logprobs; engine.logprobs alternatives per token
+};
+
+// Throw BadRequest (400, naming the field) or ApiError (404 unknown model, 400 prompt too long).
+CompletionRequest parse_completion_request(const nlohmann::json& body, const ModelContext& model);
+CompletionRequest parse_chat_request(const nlohmann::json& body, const ModelContext& model);
+
+// One generated (or echoed) token with what the client asked to know about it.
+struct TokenLogprob {
+  int32_t token_id = 0;
+  bool has_logprob = true;  // false for echoed prompt tokens (null in the response)
+  float logprob = 0.0f;
+  std::vector<std::pair<int32_t, float>> top;  // most likely first
+  size_t text_offset = 0;   // bytes into the choice's text where the token's text starts
+};
+
+struct ChoiceOutput {
+  std::string text;
+  std::vector<TokenLogprob> logprobs;
+  std::string finish_reason;  // empty until finished
+};
+
+// The text of one token as OpenAI shows it: "▁" as a space, byte tokens as their byte.
+std::string token_text(const engine::Tokenizer& tokenizer, int32_t id);
+
+nlohmann::json usage_json(const engine::Usage& usage);
+// {tokens, token_logprobs, top_logprobs, text_offset} (completions).
+nlohmann::json completion_logprobs_json(const engine::Tokenizer& tokenizer, std::span<const TokenLogprob> tokens);
+// {content: [{token, logprob, bytes, top_logprobs}]} (chat).
+nlohmann::json chat_logprobs_json(const engine::Tokenizer& tokenizer, std::span<const TokenLogprob> tokens);
+
+// What every body and chunk of one response repeats.
+struct ResponseMeta {
+  Api api = Api::Completions;
+  std::string id;
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+// The non-streaming body; `logprobs` says whether choices carry them (else null).
+nlohmann::json response_json(const ResponseMeta& meta, const engine::Tokenizer& tokenizer,
+                             std::span<const ChoiceOutput> choices, bool logprobs, const engine::Usage& usage);
+// One streamed chunk for choice `index`: `text` (a delta; chat puts it in delta.content), its tokens'
+// logprobs (when `logprobs`), and the finish reason once there is one. `first` adds chat's role.
+nlohmann::json chunk_json(const ResponseMeta& meta, const engine::Tokenizer& tokenizer, int index,
+                          const std::string& text, std::span<const TokenLogprob> tokens, bool logprobs,
+                          const std::string& finish_reason, bool first, bool include_usage);
+// The last chunk of stream_options.include_usage: no choices, the usage.
+nlohmann::json usage_chunk_json(const ResponseMeta& meta, const engine::Usage& usage);
+
+}  // namespace inflight::server

@@ -1,0 +1,161 @@
+// Builds packed, paged attention batches for the attention tests: sequences with a cached past and
+// new rows, blocks shuffled over the pool, random Q/K/V, and the AttentionParams of a fused step.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "kernels/attention_params.h"
+#include "kernels/cpu/isa.h"
+
+namespace inflight::test {
+
+struct SeqSpec {
+  int past = 0;   // tokens already cached
+  int q_len = 0;  // new rows this step
+};
+
+struct PagedBatch {
+  int num_q_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 16, quant_group = 0;
+  kernels::KvDType dtype = kernels::KvDType::F32;
+  std::vector<SeqSpec> seqs;
+  int num_blocks = 0, max_blocks = 0;
+  std::vector<uint8_t> data;       // [num_blocks, 2, Nkv, block_size, head_dim] of dtype
+  std::vector<float> scales;       // [num_blocks, 2, Nkv, block_size, head_dim / quant_group] (Int8)
+  float quant_orig = 1.0f;         // Int8Static / Fp8*
+  std::vector<int32_t> tables;     // [num_seqs, max_blocks]
+  std::vector<int32_t> q_start{0}, past;
+  std::vector<int64_t> slots;      // [T]
+  std::vector<int32_t> positions;  // [T]
+  std::vector<float> q, k, v;      // [T, Nq * D], [T, Nkv * D], [T, Nkv * D]; k before RoPE
+
+  int num_tokens() const { return q_start.back(); }
+
+  kernels::PagedKvView view() {
+    kernels::PagedKvView kv;
+    kv.data = data.data();
+    kv.dtype = dtype;
+    kv.num_blocks = num_blocks;
+    kv.block_size = block_size;
+    kv.num_kv_heads = num_kv_heads;
+    kv.head_dim = head_dim;
+    kv.block_tables = tables.data();
+    kv.max_blocks_per_seq = max_blocks;
+    if (kernels::kv_has_group_scales(dtype)) {
+      kv.scales = scales.data();
+      kv.quant_group = quant_group;
+    }
+    kv.quant_orig_scale = quant_orig;
+    kv.orig_quant_scale = 1.0f / quant_orig;
+    return kv;
+  }
+
+  // The fused step: append k/v (no RoPE unless the caller sets rope), attend every row.
+  kernels::AttentionParams params(float* out) {
+    kernels::AttentionParams p;
+    p.q = q.data();
+    p.q_stride = int64_t(num_q_heads) * head_dim;
+    p.out = out;
+    p.num_q_heads = num_q_heads;
+    p.num_kv_heads = num_kv_heads;
+    p.head_dim = p.head_dim_v = head_dim;
+    p.num_seqs = int(seqs.size());
+    p.q_start = q_start.data();
+    p.past_len = past.data();
+    p.kv = view();
+    p.k = k.data();
+    p.k_stride = int64_t(num_kv_heads) * head_dim;
+    p.v = v.data();
+    p.v_stride = p.k_stride;
+    p.slot_mapping = slots.data();
+    p.positions = positions.data();
+    return p;
+  }
+};
+
+// Sequences `specs` over a pool of shuffled blocks; the past of each sequence is appended (random
+// values, no RoPE), the step's q/k/v are random. Static dtypes get the scale of amax 5.
+inline PagedBatch make_batch(const std::vector<SeqSpec>& specs, int num_q_heads, int num_kv_heads, int head_dim,
+                             int block_size, kernels::KvDType dtype, uint32_t seed, int quant_group = 0) {
+  PagedBatch b;
+  b.num_q_heads = num_q_heads;
+  b.num_kv_heads = num_kv_heads;
+  b.head_dim = head_dim;
+  b.block_size = block_size;
+  b.dtype = dtype;
+  b.quant_group = quant_group > 0 ? quant_group : head_dim;
+  b.seqs = specs;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  for (const SeqSpec& s : specs) {
+    const int nb = (s.past + s.q_len + block_size - 1) / block_size;
+    b.max_blocks = std::max(b.max_blocks, nb);
+    b.num_blocks += nb;
+  }
+  b.num_blocks += 1;  // one spare block nobody owns
+  std::vector<int32_t> perm(size_t(b.num_blocks));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  const int64_t row_elems = int64_t(num_kv_heads) * head_dim;
+  b.data.assign(size_t(b.num_blocks) * 2 * row_elems * block_size * kernels::kv_elem_bytes(dtype), 0);
+  b.scales.assign(size_t(b.num_blocks) * 2 * num_kv_heads * block_size * (head_dim / b.quant_group), 0.0f);
+  if (kernels::kv_has_static_scale(dtype)) b.quant_orig = kernels::kv_static_scale_for_amax(dtype, 5.0f);
+  b.tables.assign(specs.size() * size_t(b.max_blocks), -1);
+  int next = 0;
+  for (size_t s = 0; s < specs.size(); ++s) {
+    const int total = specs[s].past + specs[s].q_len;
+    for (int i = 0; i < (total + block_size - 1) / block_size; ++i) b.tables[s * b.max_blocks + i] = perm[size_t(next++)];
+    b.past.push_back(specs[s].past);
+    b.q_start.push_back(b.q_start.back() + specs[s].q_len);
+  }
+  kernels::PagedKvView kv = b.view();
+  for (size_t s = 0; s < specs.size(); ++s) {
+    auto slot = [&](int pos) { return int64_t(b.tables[s * b.max_blocks + pos / block_size]) * block_size + pos % block_size; };
+    std::vector<float> pk(size_t(specs[s].past * row_elems)), pv(pk.size());
+    for (float& x : pk) x = normal(rng);
+    for (float& x : pv) x = normal(rng);
+    std::vector<int64_t> past_slots;
+    for (int pos = 0; pos < specs[s].past; ++pos) past_slots.push_back(slot(pos));
+    kernels::append_kv(kv, pk.data(), row_elems, pv.data(), row_elems, past_slots.data(), specs[s].past);
+    for (int i = 0; i < specs[s].q_len; ++i) {
+      b.slots.push_back(slot(specs[s].past + i));
+      b.positions.push_back(specs[s].past + i);
+    }
+  }
+  const int T = b.num_tokens();
+  b.q.resize(size_t(T) * num_q_heads * head_dim);
+  b.k.resize(size_t(T) * row_elems);
+  b.v.resize(size_t(T) * row_elems);
+  for (float& x : b.q) x = normal(rng);
+  for (float& x : b.k) x = normal(rng);
+  for (float& x : b.v) x = normal(rng);
+  return b;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = std::fabs(double(a[i]) - double(b[i]));
+    if (!(d <= m)) m = d;  // NaN wins
+  }
+  return m;
+}
+
+// Every ISA this CPU runs, scalar first.
+inline std::vector<kernels::cpu::Isa> supported_isas() {
+  std::vector<kernels::cpu::Isa> out;
+  for (kernels::cpu::Isa isa : {kernels::cpu::Isa::Scalar, kernels::cpu::Isa::Avx2, kernels::cpu::Isa::Avx512})
+    if (kernels::cpu::isa_supported(isa)) out.push_back(isa);
+  return out;
+}
+
+// Restores the active ISA at scope exit.
+struct IsaGuard {
+  kernels::cpu::Isa saved = kernels::cpu::active_isa();
+  ~IsaGuard() { kernels::cpu::set_active_isa(saved); }
+};
+
+}  // namespace inflight::test

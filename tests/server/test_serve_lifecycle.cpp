@@ -1,0 +1,104 @@
+// `inflight serve` start-up, limits and shutdown, each on its own server: 503 while the model loads, a
+// config file under the flags, the request timeout, the API key (401), a full queue (429), and SIGTERM
+// during a stream (exit 0 within seconds).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <fstream>
+#include <thread>
+
+#include "serve_fixture.h"
+
+using namespace inflight::test;
+
+TEST_SUITE("serve lifecycle") {
+  TEST_CASE("503 while loading; a config file under the flags; the request timeout closes a stalled client") {
+    TempDir dir("serve-config");
+    const std::string config_path = dir / "server.json";
+    std::ofstream(config_path) << R"({"served_model_name": "from-config", "request_timeout_seconds": 1,
+                                      "max_num_seqs": 8, "kv_cache_memory": "16M"})";
+    ServerProcess server({"--config", config_path, "--model", stories_gguf(), "--served-model-name", "from-flag"},
+                         {"INFLIGHT_DEBUG_LOAD_DELAY_MS=2500"});
+    const uint16_t port = server.port();
+
+    const HttpResult health = http_request(port, "GET", "/health");
+    CHECK(health.status == 503);
+    CHECK(!health.header("retry-after").empty());
+    check_error_envelope(json::parse(health.body));
+    const JsonResult loading = post_json(port, "/v1/completions", {{"prompt", "x"}});
+    CHECK(loading.status == 503);
+    CHECK(!loading.http.header("retry-after").empty());
+    check_error_envelope(loading.body);
+    CHECK(http_request(port, "GET", "/metrics").status == 200);
+
+    REQUIRE(server.wait_ready());
+    // The flag wins over the file; the file's other settings hold.
+    const json models = json::parse(http_request(port, "GET", "/v1/models").body);
+    CHECK(models["data"][0]["id"] == "from-flag");
+    const std::string log = server.log();
+    CHECK(log.find("context 512 tokens") != std::string::npos);
+    CHECK(log.find("KV cache 256 blocks x 16 tokens = 4096 tokens") != std::string::npos);
+
+    Connection stalled(port);
+    stalled.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{");
+    CHECK(stalled.closed_by_peer_within(4000));
+    CHECK(http_request(port, "GET", "/health").status == 200);
+  }
+
+  TEST_CASE("401 without the API key; 429 with Retry-After when the queue is full; SIGTERM mid-stream exits 0") {
+    ServerProcess server({"--model", stories_gguf(), "--api-key", "sekret", "--max-num-seqs", "1", "--max-queue", "1",
+                          "--kv-cache-memory", "16M"});
+    REQUIRE(server.wait_ready());
+    const uint16_t port = server.port();
+    const std::string auth = "Authorization: Bearer sekret\r\n";
+    const json small = {{"prompt", "The cat"}, {"max_tokens", 4}};
+
+    const JsonResult missing = post_json(port, "/v1/completions", small);
+    CHECK(missing.status == 401);
+    check_error_envelope(missing.body);
+    const JsonResult wrong = post_json(port, "/v1/completions", small, "Authorization: Bearer guess\r\n");
+    CHECK(wrong.status == 401);
+    CHECK(http_request(port, "GET", "/v1/models").status == 401);
+    CHECK(post_json(port, "/v1/completions", small, auth).status == 200);
+    CHECK(http_request(port, "GET", "/health").status == 200);  // health and metrics stay open
+
+    // One running, one waiting: the rest of a burst is refused.
+    const json big = {{"prompt", "Once upon a time"}, {"max_tokens", 300}, {"ignore_eos", true}};
+    std::vector<JsonResult> results(12);
+    std::vector<std::thread> clients;
+    for (size_t i = 0; i < results.size(); ++i)
+      clients.emplace_back([&, i] { results[i] = post_json(port, "/v1/completions", big, auth); });
+    for (std::thread& t : clients) t.join();
+    int num_ok = 0, num_full = 0;
+    for (const JsonResult& r : results) {
+      if (r.status == 200) ++num_ok;
+      if (r.status != 429) continue;
+      ++num_full;
+      CHECK(r.http.header("retry-after") == "1");
+      check_error_envelope(r.body);
+    }
+    CHECK(num_ok >= 1);
+    CHECK(num_full >= 1);
+    CHECK(num_ok + num_full == int(results.size()));
+
+    // SIGTERM while a stream runs: the stream ends properly ([DONE]) and the process exits 0.
+    Connection c(port);
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"stream", true},
+                       {"temperature", 0.8}};
+    c.send_all(format_request("POST", "/v1/completions", body.dump(), auth));
+    std::string received;
+    while (received.find("data: ") == std::string::npos) {
+      const std::string more = c.recv_some();
+      REQUIRE(!more.empty());
+      received += more;
+    }
+    const auto signalled_at = std::chrono::steady_clock::now();
+    server.signal(SIGTERM);
+    for (std::string more; !(more = c.recv_some()).empty();) received += more;
+    CHECK(received.find("data: [DONE]") != std::string::npos);
+    const std::optional<int> code = server.wait_exit(10);
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+    CHECK(std::chrono::steady_clock::now() - signalled_at < std::chrono::seconds(5));
+  }
+}
