@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -77,7 +78,9 @@ class StreamingRequest : public std::enable_shared_from_this<StreamingRequest> {
       : stream_(io), endpoints_(endpoints), request_(std::move(request)), reader_(api),
         client_prompt_tokens_(client_prompt_tokens), timeout_(to_duration(timeout_s)), run_start_(run_start),
         done_(std::move(done)) {
-    parser_.body_limit(boost::none);  // a stream is as long as the generation
+    // A stream is as long as the generation. NOTE: not boost::none: Beast 1.74 compares Content-Length with
+    // the optional limit as `len > none`, which is always true, and refuses every Content-Length body.
+    parser_.body_limit(std::numeric_limits<std::uint64_t>::max());
   }
 
   void start() {

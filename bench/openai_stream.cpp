@@ -48,6 +48,10 @@ void OpenAiStreamReader::on_event(std::string_view data, double t_s) {
     if (content == delta->end() || !content->is_string()) return;
     piece = content->get<std::string>();
   }
+  // A bare finish marker (empty text with a finish_reason, sent after the last token by servers that hold
+  // back nothing) is no token: counting it would add a ~0 gap to ITL and stretch the latency.
+  const auto finish = choice.find("finish_reason");
+  if (piece.empty() && finish != choice.end() && !finish->is_null()) return;
   if (num_chunks_ == 0) first_t_ = t_s;
   else itl_s_.push_back(t_s - last_t_);
   last_t_ = t_s;

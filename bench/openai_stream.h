@@ -1,6 +1,6 @@
 // One streamed OpenAI-compatible response (completions or chat) read into a RequestOutcome, event by event.
-// A chunk carries tokens when it has choices; for chat, a delta without string content (the role-only header
-// some servers send ahead of the first token) does not count. TTFT, ITL and latency are measured at those
+// A chunk carries tokens when it has choices, except a delta without string content (chat's role-only
+// header) and a bare finish marker (empty text with a finish_reason). TTFT, ITL and latency are measured at those
 // chunks, as `vllm bench serve` does. Usage may come in any chunk (with stream_options.include_usage, a last
 // chunk with empty choices); the last one seen wins.
 #pragma once

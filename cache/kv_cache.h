@@ -9,6 +9,10 @@
 
 namespace inflight::cache {
 
+// Calibration from a first step: the per-tensor scale covers this times the largest |K| / |V| the step
+// stores, leaving room for later tokens (a 1-token first prompt sees little of the range).
+inline constexpr float kStaticScaleMargin = 2.0f;
+
 struct KvCacheConfig {
   int num_layers = 0;
   int num_kv_heads = 0;

@@ -58,7 +58,15 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
     ap.cache_indir_stride = batch.cache_indir_stride;
     ap.beam_row0 = batch.beam_row0.data();
   }
-  const kernels::RopeParams rope = c.rope();
+  // RoPE and the K/V append (with quantization) are fused into the attention call.
+  ap.rope = c.rope();
+  ap.positions = batch.positions.data();
+  ap.k = qkv_k_.data();
+  ap.k_stride = c.kv_dim();
+  ap.v = qkv_v_.data();
+  ap.v_stride = c.kv_dim();
+  ap.slot_mapping = batch.slot_mapping.data();
+  const kernels::KvDType kv_dtype = kv.config().dtype;
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
@@ -67,14 +75,15 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
     matmul(L.wq, xb_.data(), qkv_q_.data(), T);
     matmul(L.wk, xb_.data(), qkv_k_.data(), T);
     matmul(L.wv, xb_.data(), qkv_v_.data(), T);
-    kernels::apply_rope(rope, qkv_q_.data(), c.q_dim(), c.num_q_heads, batch.positions.data(), T);
-    kernels::apply_rope(rope, qkv_k_.data(), c.kv_dim(), c.num_kv_heads, batch.positions.data(), T);
-
+    if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l) == 0.0f) {
+      // Per-tensor scale not given: calibrated once, from the first step that reaches this layer.
+      const float amax = kernels::kv_append_amax(ap) * cache::kStaticScaleMargin;
+      kv.set_static_scale(l, kernels::kv_static_scale_for_amax(kv_dtype, amax));
+    }
     ap.kv = kv.layer_view(l);
     ap.kv.block_tables = batch.block_tables.data();
     ap.kv.max_blocks_per_seq = batch.max_blocks_per_seq;
-    kernels::append_kv(ap.kv, qkv_k_.data(), c.kv_dim(), qkv_v_.data(), c.kv_dim(), batch.slot_mapping.data(), T);
-    kernels::reference::attention(ap);
+    kernels::cpu::attention(ap);
 
     matmul(L.wo, att_.data(), xb_.data(), T);
     kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);

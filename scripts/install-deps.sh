@@ -11,6 +11,7 @@ packages=(
   libcli11-dev                        # command line
   libbenchmark-dev                    # bench/ micro-benchmarks
   python3                             # test helpers
+  docker-compose                      # tests validate docker/docker-compose.yml (`docker-compose config`, no engine)
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -139,8 +139,8 @@ void CompletionJob::on_finished(int prompt_index, const engine::FinishedEvent& f
   const size_t p = size_t(prompt_index);
   const size_t c = p * size_t(n_) + size_t(f.index);
   usage_[p] = f.usage;
-  if (f.index == 0) state_.metrics().request_queue_time.observe(f.queue_seconds);
   if (f.reason == engine::FinishReason::Cancelled) cancelled_ = true;
+  else if (f.index == 0) state_.metrics().request_queue_time.observe(f.queue_seconds);
   if (f.reason == engine::FinishReason::Error && error_.empty()) error_ = "the request failed in the engine";
   if (client_gone_ || c >= choices_.size()) return;
 

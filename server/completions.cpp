@@ -64,12 +64,12 @@ std::vector<PromptInput> parse_prompts(const json& body, const ModelContext& mod
     from_text(p->get<std::string>());
   } else if (p->is_array()) {
     if (p->empty()) throw BadRequest("prompt", "prompt must not be an empty list");
-    if (p->size() > size_t(kMaxPrompts))
-      throw BadRequest("prompt", "prompt may list at most " + std::to_string(kMaxPrompts) + " prompts");
     const json& first = (*p)[0];
     if (first.is_number_integer()) {
       from_ids(*p, "prompt");
     } else {
+      if (p->size() > size_t(kMaxPrompts))
+        throw BadRequest("prompt", "prompt may list at most " + std::to_string(kMaxPrompts) + " prompts");
       for (size_t i = 0; i < p->size(); ++i) {
         const json& item = (*p)[i];
         const std::string field = "prompt[" + std::to_string(i) + "]";
@@ -135,6 +135,7 @@ void parse_common(const json& body, const ModelContext& model, CompletionRequest
     throw BadRequest("best_of", "best_of is not supported (other than equal to n)");
   if (beam) {
     r.beam_width = r.n;  // vLLM's extension: n is the beam width, and all n beams are returned
+    if (r.n == 1) s.temperature = 0.0f;  // a beam of one is greedy search
     r.length_penalty = float(get_number(body, "length_penalty", -10.0, 10.0).value_or(1.0));
     r.early_stopping = get_bool(body, "early_stopping").value_or(false);
   }
@@ -268,15 +269,23 @@ CompletionRequest parse_chat_request(const json& body, const ModelContext& model
 }
 
 std::string token_text(const engine::Tokenizer& tokenizer, int32_t id) {
-  std::string piece = tokenizer.piece(id);
+  const std::string piece = tokenizer.piece(id);
   if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece.back() == '>') {
     const int byte = std::stoi(piece.substr(3, 2), nullptr, 16);
     return std::string(1, char(byte));
   }
-  static const std::string kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's space
-  for (size_t pos = piece.find(kSpace); pos != std::string::npos; pos = piece.find(kSpace, pos + 1))
-    piece.replace(pos, kSpace.size(), " ");
-  return piece;
+  constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's space
+  std::string text;
+  text.reserve(piece.size());
+  for (size_t i = 0; i < piece.size();) {
+    if (std::string_view(piece).substr(i, kSpace.size()) == kSpace) {
+      text += ' ';
+      i += kSpace.size();
+    } else {
+      text += piece[i++];
+    }
+  }
+  return text;
 }
 
 json usage_json(const engine::Usage& u) {

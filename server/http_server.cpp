@@ -183,7 +183,7 @@ void HttpSession::refuse(int status, const std::string& message) {
   version_ = 11;
   drain_after_write_ = true;
   const char* code = status == 413 ? "body_too_large" : status == 431 ? "header_too_large" : "bad_http";
-  spdlog::info("- \"{}\" {} total=0.000s", message, status);
+  spdlog::info("{} \"(refused: {})\" {}", state_.next_id("req"), message, status);
   send(json_response(status, error_json("invalid_request_error", message, {}, code), config_.retry_after_seconds));
 }
 

@@ -1,6 +1,7 @@
 #include "server/json_fields.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "server/api_error.h"
 
@@ -11,13 +12,9 @@ using nlohmann::json;
 namespace {
 
 std::string range_text(double min, double max) {
-  auto fmt = [](double v) {
-    std::string s = std::to_string(v);
-    s.erase(s.find_last_not_of('0') + 1);
-    if (!s.empty() && s.back() == '.') s.pop_back();
-    return s;
-  };
-  return "[" + fmt(min) + ", " + fmt(max) + "]";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "[%.10g, %.10g]", min, max);
+  return buf;
 }
 
 }  // namespace

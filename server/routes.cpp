@@ -67,7 +67,7 @@ void Router::handle(HttpRequest request, const std::shared_ptr<ResponseChannel>&
   }
   if (!response) return;  // a CompletionJob answers and logs
   const auto elapsed = std::chrono::steady_clock::now() - channel->received_at();
-  spdlog::info("- \"{}\" {} total={:.3f}s", request_line, response->result_int(),
+  spdlog::info("{} \"{}\" {} total={:.3f}s", state_.next_id("req"), request_line, response->result_int(),
                std::chrono::duration<double>(elapsed).count());
   channel->send(std::move(*response));
 }

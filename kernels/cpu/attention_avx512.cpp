@@ -31,7 +31,7 @@ struct Avx512 {
   static V pair_ps(V a, V b) { return _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)); }
   static V pair_pd(V a, V b) {
     const __m512d x = _mm512_castps_pd(a), y = _mm512_castps_pd(b);
-    return _mm512_castpd_ps(_mm512_add_pd(_mm512_unpacklo_pd(x, y), _mm512_unpackhi_pd(x, y)));
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)), _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
   }
   static V pair_lanes(V a, V b) {
     return _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xdd));

@@ -52,14 +52,15 @@ TEST_SUITE("bench stream parsing") {
     OpenAiStreamReader r(ApiKind::Completions);
     r.on_event(R"({"choices":[{"index":0,"text":"Once","finish_reason":null}],"usage":null})", 0.5);
     r.on_event(R"({"choices":[{"index":0,"text":" upon","finish_reason":null}],"usage":null})", 0.75);
-    r.on_event(R"({"choices":[{"index":0,"text":" a","finish_reason":"length"}],"usage":null})", 1.0);
+    r.on_event(R"({"choices":[{"index":0,"text":" a","finish_reason":null}],"usage":null})", 1.0);
+    r.on_event(R"({"choices":[{"index":0,"text":"","finish_reason":"length"}],"usage":null})", 1.25);
     r.on_event(R"({"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":3,"total_tokens":7}})", 1.5);
     r.on_event("[DONE]", 1.5);
     RequestOutcome o;
     r.finish(99, &o);
     CHECK(o.success);
     CHECK(o.ttft_s == 0.5);
-    CHECK(o.latency_s == 1.0);  // the usage chunk carries no token
+    CHECK(o.latency_s == 1.0);  // neither the finish marker nor the usage chunk carries a token
     CHECK(o.itl_s == std::vector<double>{0.25, 0.25});
     CHECK(o.num_chunks == 3);
     CHECK(o.output_tokens == 3);

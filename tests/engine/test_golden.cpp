@@ -30,13 +30,14 @@ struct Run {
 };
 
 Run run_greedy(engine::LoadedModel& m, engine::Model& model, const std::string& prompt, int num_tokens,
-               int block_size, kernels::KvDType dtype, int keep_logits, int prefill_chunk = 0) {
+               int block_size, kernels::KvDType dtype, int keep_logits, int prefill_chunk = 0,
+               int quant_group = 0) {
   const engine::ModelConfig& c = model.config();
   Run run;
   run.prompt_ids = m.tokenizer.encode(prompt, true);
   const int64_t tokens = int64_t(run.prompt_ids.size()) + num_tokens;
   cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, block_size,
-                     int((tokens + block_size - 1) / block_size), dtype});
+                     int((tokens + block_size - 1) / block_size), dtype, quant_group});
   engine::GenerateOptions o;
   o.max_tokens = num_tokens;
   o.sampling.temperature = 0.0f;
@@ -101,9 +102,63 @@ void check_model_against_golden(const std::string& path) {
   }
 }
 
+// stories260K with a quantized KV cache: token agreement with run.c's greedy output and the largest
+// logit error, per dtype. Int8 with grouped scales must keep the first 32 tokens of every case.
+void report_quantized_kv(const std::string& path) {
+  const nlohmann::json golden = load_golden();
+  engine::LoadedModel m = engine::load_model(path);
+  engine::Model model(std::move(m.weights));
+  struct Variant {
+    const char* name;
+    kernels::KvDType dtype;
+    int quant_group;  // Int8: channels per scale (0: head_dim)
+    bool must_keep_32;
+  };
+  const int head_dim = model.config().head_dim;
+  const Variant variants[] = {{"int8 group 8", kernels::KvDType::Int8, 8, true},
+                              {"int8 group = head_dim", kernels::KvDType::Int8, 0, true},
+                              {"fp8 e4m3", kernels::KvDType::Fp8E4M3, 0, false},
+                              {"fp8 e5m2", kernels::KvDType::Fp8E5M2, 0, false},
+                              {"int8 static", kernels::KvDType::Int8Static, 0, false},
+                              {"bf16", kernels::KvDType::BF16, 0, false}};
+  for (const Variant& v : variants) {
+    float max_err = 0.0f;
+    int agree = 0, total = 0, first_32_kept = 0, num_cases = 0;
+    for (const auto& cs : golden["cases"]) {
+      const auto want_ids = cs["generated_token_ids"].get<std::vector<int32_t>>();
+      const auto& want_logits = cs["logits"];
+      const Run run = run_greedy(m, model, cs["prompt"], int(want_ids.size()), 16, v.dtype, int(want_logits.size()), 0,
+                                 v.quant_group);
+      const auto& got = run.result.generated_ids;
+      size_t same = 0;
+      while (same < got.size() && same < want_ids.size() && got[same] == want_ids[same]) ++same;
+      for (size_t i = 0; i < want_ids.size(); ++i) agree += i < got.size() && got[i] == want_ids[i];
+      total += int(want_ids.size());
+      ++num_cases;
+      first_32_kept += same >= 32;
+      if (v.must_keep_32) {
+        CAPTURE(v.name);
+        CAPTURE(cs["prompt"].get<std::string>());
+        CHECK(same >= 32);
+      }
+      for (size_t k = 0; k < want_logits.size() && k < run.result.logits.size(); ++k) {
+        const auto want = want_logits[k]["values"].get<std::vector<float>>();
+        for (size_t i = 0; i < want.size(); ++i)
+          max_err = std::max(max_err, std::fabs(run.result.logits[k][i] - want[i]));
+      }
+    }
+    MESSAGE(path << " kv " << v.name << " (head_dim " << head_dim << "): " << agree << "/" << total
+                 << " generated tokens agree with golden, first 32 kept in " << first_32_kept << "/" << num_cases
+                 << " cases, max |logit - golden| = " << max_err);
+  }
+}
+
 }  // namespace
 
 TEST_SUITE("golden") {
+  TEST_CASE("stories260K with quantized KV: token agreement and logit error report") {
+    report_quantized_kv(test::stories_gguf());
+  }
   TEST_CASE("stories260K GGUF reproduces run.c greedy tokens and logits") {
     check_model_against_golden(test::stories_gguf());
   }

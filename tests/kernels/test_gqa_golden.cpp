@@ -164,7 +164,7 @@ void check_paged(const GoldenCase& c, int block_size, Backend backend) {
     const std::vector<float> pk = c.f32("past_key"), pv = c.f32("past_value");
     for (int s = 0; s < D.B; ++s)
       for (int pos = 0; pos < specs[size_t(s)].past; ++pos) {
-        std::vector<float> krow(size_t(kv_width)), vrow(size_t(kv_width));
+        std::vector<float> krow(static_cast<size_t>(kv_width)), vrow(static_cast<size_t>(kv_width));
         for (int h = 0; h < D.Nkv; ++h)
           for (int e = 0; e < D.H; ++e) {
             krow[size_t(h * D.H + e)] = pk[((size_t(s) * D.Nkv + h) * D.P + pos) * D.H + e];

@@ -79,7 +79,10 @@ class ServerProcess {
   bool wait_ready(double timeout_s = 60) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
     while (std::chrono::steady_clock::now() < deadline) {
-      if (http_request(port_, "GET", "/health").status == 200) return true;
+      try {
+        if (http_request(port_, "GET", "/health").status == 200) return true;
+      } catch (const std::exception&) {  // not accepting (it may have exited)
+      }
       if (exited()) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }

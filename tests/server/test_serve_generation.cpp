@@ -208,9 +208,11 @@ TEST_SUITE("serve generation") {
     }
     std::vector<std::string> alone(32);
     for (size_t i = 0; i < 32; ++i) {
-      const JsonResult r = post_json(port, "/v1/completions", requests[i]);
+      const StreamResult r = post_stream(port, "/v1/completions", requests[i]);
       REQUIRE(r.status == 200);
-      alone[i] = r.body["choices"][0]["text"];
+      REQUIRE(r.done);
+      alone[i] = stream_text(r);
+      CHECK(!alone[i].empty());
     }
     std::vector<StreamResult> together(32);
     std::vector<std::thread> clients;
