@@ -207,7 +207,7 @@ class LoadRun {
     beast::error_code ec;
     endpoints_ = tcp::resolver(io_).resolve(url_.host, url_.port, ec);
     if (ec) throw std::runtime_error("cannot resolve " + url_.host + ":" + url_.port + ": " + ec.message());
-    run_start_ = Clock::now();
+    run_start_ = run_end_ = Clock::now();
     do_wait_arrival();
     io_.run();
     LoadRunResult result;

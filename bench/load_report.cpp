@@ -116,7 +116,7 @@ std::string format_sweep_table(std::span<const BenchmarkRun> runs) {
   if (goodput) out += " goodput (req/s) |";
   out += " output tok/s | total tok/s | TTFT mean | TTFT median | TTFT " + p_label + " | TPOT mean | TPOT median | TPOT " +
          p_label + " | ITL mean | ITL " + p_label + " | E2EL mean | E2EL " + p_label + " |\n";
-  const int num_columns = 20 + (goodput ? 1 : 0);
+  const int num_columns = 18 + (goodput ? 1 : 0);
   out += "|";
   for (int i = 0; i < num_columns; ++i) out += i < 2 ? "---|" : "---:|";
   out += "\n";

@@ -1,5 +1,6 @@
 #include "cache/kv_cache.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -49,7 +50,7 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.nu
       kernels::kv_has_static_scale(config.dtype) && config.static_amax > 0.0f
           ? kernels::kv_static_scale_for_amax(config.dtype, config.static_amax)
           : 0.0f;
-  static_scales_.assign(size_t(config.num_layers), preset);
+  static_scales_.assign(size_t(config.num_layers) * 2, preset);
 }
 
 int64_t KvCache::bytes_per_block() const { return block_bytes_one_layer(config_) * config_.num_layers; }
@@ -95,12 +96,24 @@ kernels::PagedKvView KvCache::layer_view(int layer) const {
     v.scales = scales_.get() + layer_scales_ * layer;
     v.quant_group = quant_group_;
   }
-  const float s = static_scales_[size_t(layer)];
-  if (s > 0.0f) {
-    v.quant_orig_scale = s;
-    v.orig_quant_scale = 1.0f / s;
+  for (int kv = 0; kv < 2; ++kv) {
+    const float s = static_scales_[size_t(layer) * 2 + kv];
+    if (s > 0.0f) {
+      v.quant_orig_scale[kv] = s;
+      v.orig_quant_scale[kv] = 1.0f / s;
+    }
   }
   return v;
+}
+
+std::string kv_config_error(const KvCacheConfig& c) {
+  if (c.quant_group < 0) return "kv quant group must be >= 0 (0: head_dim), got " + std::to_string(c.quant_group);
+  const int g = effective_quant_group(c);
+  if (g > 0 && (g < 8 || c.head_dim % g != 0))
+    return "kv quant group " + std::to_string(g) + " must be >= 8 and divide the head dim " + std::to_string(c.head_dim);
+  if (!(c.static_amax >= 0.0f) || std::isinf(c.static_amax))
+    return "kv static amax must be a finite value >= 0 (0: calibrate), got " + std::to_string(c.static_amax);
+  return "";
 }
 
 int blocks_for_bytes(const KvCacheConfig& config, int64_t bytes) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "cache/block_pool.h"
@@ -22,8 +23,9 @@ struct KvCacheConfig {
   kernels::KvDType dtype = kernels::KvDType::F32;
   // Int8: channels per scale (divides head_dim, >= 8); 0 means head_dim (one scale per token and head).
   int quant_group = 0;
-  // Int8Static / Fp8*: |x| the per-tensor scale maps onto the largest code (kv_static_scale_for_amax);
-  // 0: calibrated per layer from the first step that appends to it (Model::forward).
+  // Int8Static / Fp8*: |x| the per-tensor scales of K and V map onto the largest code
+  // (kv_static_scale_for_amax); 0: calibrated per layer and for K and V separately from the first step
+  // that appends to the layer (Model::forward), times kStaticScaleMargin.
   float static_amax = 0.0f;
 };
 
@@ -50,10 +52,10 @@ class KvCache {
   // The kernels' view of `layer`, without block tables (the caller fills them per batch).
   kernels::PagedKvView layer_view(int layer) const;
 
-  // Int8Static / Fp8*: the per-tensor dequant scale (kv_quant_orig_scale) of `layer`, shared by K and V;
-  // 0 until set (from config.static_amax at construction, else by the first step's calibration).
-  float static_scale(int layer) const { return static_scales_[size_t(layer)]; }
-  void set_static_scale(int layer, float quant_orig_scale) { static_scales_[size_t(layer)] = quant_orig_scale; }
+  // Int8Static / Fp8*: the per-tensor dequant scale (kv_quant_orig_scale) of K (kv = 0) or V (kv = 1) of
+  // `layer`; 0 until set (from config.static_amax at construction, else by the first step's calibration).
+  float static_scale(int layer, int kv) const { return static_scales_[size_t(layer) * 2 + kv]; }
+  void set_static_scale(int layer, int kv, float quant_orig_scale) { static_scales_[size_t(layer) * 2 + kv] = quant_orig_scale; }
   int quant_group() const { return quant_group_; }
 
  private:
@@ -64,8 +66,12 @@ class KvCache {
   int quant_group_ = 0;                 // Int8: channels per scale; 0 for the other dtypes
   int64_t layer_scales_ = 0;            // Int8: [num_blocks, 2, Nkv, block_size, H / quant_group] floats
   std::unique_ptr<float[]> scales_;     // [num_layers] x layer_scales_
-  std::vector<float> static_scales_;    // [num_layers] Int8Static / Fp8*: quant_orig scale, 0 = unset
+  std::vector<float> static_scales_;    // [num_layers, 2] Int8Static / Fp8*: K, V quant_orig scales, 0 = unset
 };
+
+// Why `config` cannot make a cache (quant_group / static_amax out of range), or "" when it can. Block
+// size and counts are checked by their owners.
+std::string kv_config_error(const KvCacheConfig& config);
 
 // Number of blocks of `config` (num_blocks ignored) that fit in `bytes`.
 int blocks_for_bytes(const KvCacheConfig& config, int64_t bytes);

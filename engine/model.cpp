@@ -75,10 +75,12 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
     matmul(L.wq, xb_.data(), qkv_q_.data(), T);
     matmul(L.wk, xb_.data(), qkv_k_.data(), T);
     matmul(L.wv, xb_.data(), qkv_v_.data(), T);
-    if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l) == 0.0f) {
+    if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
       // Per-tensor scale not given: calibrated once, from the first step that reaches this layer.
-      const float amax = kernels::kv_append_amax(ap) * cache::kStaticScaleMargin;
-      kv.set_static_scale(l, kernels::kv_static_scale_for_amax(kv_dtype, amax));
+      float amax[2];
+      kernels::kv_append_amax(ap, amax);
+      for (int i = 0; i < 2; ++i)
+        kv.set_static_scale(l, i, kernels::kv_static_scale_for_amax(kv_dtype, amax[i] * cache::kStaticScaleMargin));
     }
     ap.kv = kv.layer_view(l);
     ap.kv.block_tables = batch.block_tables.data();

@@ -21,26 +21,25 @@ void append_kv(const PagedKvView& kv, const float* k, int64_t k_stride, const fl
   }
 }
 
-float kv_append_amax(const AttentionParams& p) {
-  if (p.k == nullptr) return 0.0f;
-  const int D = p.kv.head_dim;
+void kv_append_amax(const AttentionParams& p, float amax[2]) {
+  amax[0] = amax[1] = 0.0f;
+  if (p.k == nullptr) return;
+  const int D = p.head_dim;
   const int rotary = p.rope_on() ? p.rope.rotary_dim : 0;
   const int pairs = rotary / 2;
   // A rotation keeps each pair's norm, so sqrt(a^2 + b^2) bounds both rotated values at any position.
   const int step = p.rope.style == RopeStyle::GptJ ? 2 : 1;
   const int offset = p.rope.style == RopeStyle::GptJ ? 1 : pairs;
-  float amax = 0.0f;
   for (int64_t t = 0; t < p.num_tokens(); ++t) {
-    for (int h = 0; h < p.kv.num_kv_heads; ++h) {
+    for (int h = 0; h < p.num_kv_heads; ++h) {
       const float* kt = p.k + t * p.k_stride + int64_t(h) * D;
       const float* vt = p.v + t * p.v_stride + int64_t(h) * D;
-      for (int d = 0; d < D; ++d) amax = std::max(amax, std::fabs(vt[d]));
+      for (int d = 0; d < D; ++d) amax[1] = std::max(amax[1], std::fabs(vt[d]));
       for (int i = 0; i < pairs; ++i)
-        amax = std::max(amax, std::hypot(kt[i * step], kt[i * step + offset]));
-      for (int d = rotary; d < D; ++d) amax = std::max(amax, std::fabs(kt[d]));
+        amax[0] = std::max(amax[0], std::hypot(kt[i * step], kt[i * step + offset]));
+      for (int d = rotary; d < D; ++d) amax[0] = std::max(amax[0], std::fabs(kt[d]));
     }
   }
-  return amax;
 }
 
 }  // namespace inflight::kernels

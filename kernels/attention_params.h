@@ -29,10 +29,10 @@ struct PagedKvView {
   // like the data with head_dim / quant_group scales per row. nullptr for the other dtypes.
   float* scales = nullptr;                // [num_blocks, 2, num_kv_heads, block_size, head_dim / quant_group]
   int quant_group = 0;                    // channels per scale; divides head_dim, >= 8 (Int8 only)
-  // Int8Static / Fp8*: the per-tensor pair (TensorRT-LLM's kv_orig_quant_scale / kv_quant_orig_scale),
-  // shared by K and V; orig_quant_scale = 1 / quant_orig_scale.
-  float orig_quant_scale = 1.0f;          // code = quantize(x * orig_quant_scale)
-  float quant_orig_scale = 1.0f;          // x = value(code) * quant_orig_scale
+  // Int8Static / Fp8*: the per-tensor pairs (TensorRT-LLM's kv_orig_quant_scale / kv_quant_orig_scale),
+  // one for K ([0]) and one for V ([1]) (K often spans 10x the range of V); orig_quant = 1 / quant_orig.
+  float orig_quant_scale[2] = {1.0f, 1.0f};  // [K, V] code = quantize(x * orig_quant_scale)
+  float quant_orig_scale[2] = {1.0f, 1.0f};  // [K, V] x = value(code) * quant_orig_scale
 
   // Element offset of (block, kv = 0 for K / 1 for V, head, slot in block, feature 0).
   int64_t offset(int64_t block, int kv, int head, int slot) const {
@@ -53,8 +53,8 @@ struct PagedKvView {
     if (scales != nullptr)
       s.group = scales + (((block * 2 + kv) * num_kv_heads + head) * int64_t(block_size) + slot) * num_scale_groups();
     s.quant_group = quant_group;
-    s.orig_quant = orig_quant_scale;
-    s.quant_orig = quant_orig_scale;
+    s.orig_quant = orig_quant_scale[kv];
+    s.quant_orig = quant_orig_scale[kv];
     return s;
   }
 };
@@ -139,9 +139,9 @@ struct AttentionParams {
 void append_kv(const PagedKvView& kv, const float* k, int64_t k_stride, const float* v, int64_t v_stride,
                const int64_t* slot_mapping, int64_t num_tokens);
 
-// An upper bound of |x| over the values p's fused append would store this step (K after any rotation
-// at any position, V): per-tensor scale calibration (kv_static_scale_for_amax) from a first prefill.
-float kv_append_amax(const AttentionParams& p);
+// Upper bounds of |x| over the values p's fused append would store this step: amax[0] over K after
+// any rotation at any position, amax[1] over V. For per-tensor scale calibration from a first step.
+void kv_append_amax(const AttentionParams& p, float amax[2]);
 
 namespace reference {
 // Plain, obviously-correct attention: the fused append (apply_rope on a copy of K, append_kv), then for

@@ -13,6 +13,11 @@ packages=(
   python3                             # test helpers
   docker-compose                      # tests validate docker/docker-compose.yml (`docker-compose config`, no engine)
 )
+# Node.js and npm run the official OpenAI client against the server (ctest openai_client). A node already on
+# the PATH (NodeSource's bundles npm) is kept: Debian's npm package would conflict with it.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -212,8 +212,9 @@ void run_bench(const BenchFlags& f) {
                     .request_rate = rate, .burstiness = f.burstiness, .max_concurrency = f.max_concurrency,
                     .seed = f.seed, .goodput = slo, .percentiles = percentiles};
     run.date = bench::utc_timestamp_now();
-    std::string label = "rate " + (std::isinf(rate) ? std::string("inf") : std::to_string(rate));
-    if (f.sweep.empty()) label = "bench";
+    char rate_text[32];
+    std::snprintf(rate_text, sizeof rate_text, "%g", rate);
+    const std::string label = f.sweep.empty() ? "bench" : std::string("rate ") + rate_text;
     ProgressBar bar(f.num_prompts, label, !f.no_progress);
     bench::LoadRunResult result =
         bench::run_load(options, prompts, [&](int64_t done, int64_t failed) { bar.update(done, failed); });

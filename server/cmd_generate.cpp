@@ -23,6 +23,8 @@ struct GenerateFlags {
   int64_t seed = -1;
   int kv_block_size = 16;
   std::string kv_cache_dtype = "f32";
+  int kv_quant_group = 0;        // int8: channels per scale, 0 = head_dim
+  float kv_static_amax = 0.0f;   // int8-static / fp8: 0 = calibrate from the first prefill
   int threads = 0;
   bool ignore_eos = false;
 };
@@ -33,7 +35,8 @@ void run_generate(const GenerateFlags& f) {
     throw std::invalid_argument("--kv-block-size must be a power of two, got " + std::to_string(f.kv_block_size));
   kernels::KvDType kv_dtype;
   if (!kernels::parse_kv_dtype(f.kv_cache_dtype, &kv_dtype))
-    throw std::invalid_argument("--kv-cache-dtype: unknown KV cache dtype '" + f.kv_cache_dtype + "' (f32, f16)");
+    throw std::invalid_argument("--kv-cache-dtype: unknown KV cache dtype '" + f.kv_cache_dtype + "' (" +
+                                std::string(kernels::kv_dtype_names()) + ")");
   if (f.max_tokens < 1) throw std::invalid_argument("--max-tokens must be at least 1");
   engine::SamplingParams sampling = f.sampling;
   if (f.seed >= 0) sampling.seed = uint64_t(f.seed);
@@ -60,7 +63,9 @@ void run_generate(const GenerateFlags& f) {
   options.sampling = sampling;
   options.stop_at_eos = !f.ignore_eos;
 
-  cache::KvCacheConfig kv_config{c.num_layers, c.num_kv_heads, c.head_dim, f.kv_block_size, 0, kv_dtype};
+  cache::KvCacheConfig kv_config{c.num_layers,       c.num_kv_heads, c.head_dim, f.kv_block_size, 0, kv_dtype,
+                                 f.kv_quant_group, f.kv_static_amax};
+  if (const std::string err = cache::kv_config_error(kv_config); !err.empty()) throw std::invalid_argument(err);
   const int64_t tokens = int64_t(prompt_ids.size()) + options.max_tokens;
   kv_config.num_blocks = int((tokens + f.kv_block_size - 1) / f.kv_block_size);
   cache::KvCache kv(kv_config);
@@ -100,7 +105,16 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--seed", flags->seed, "Sampling seed (-1 = random)")->capture_default_str();
   cmd->add_option("--kv-block-size", flags->kv_block_size, "Tokens per KV cache block (power of two)")
       ->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype, "KV cache storage: f32, f16")->capture_default_str();
+  cmd->add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                  "KV cache storage: f32, f16, bf16, int8 (scale per token, head and group), int8-static, "
+                  "fp8 / fp8-e4m3, fp8-e5m2 (per-tensor scales)")
+      ->capture_default_str();
+  cmd->add_option("--kv-quant-group", flags->kv_quant_group,
+                  "int8 KV: channels sharing one scale, >= 8 and dividing head_dim (0 = head_dim)")
+      ->capture_default_str();
+  cmd->add_option("--kv-static-amax", flags->kv_static_amax,
+                  "int8-static / fp8 KV: |x| mapped to the largest code (0 = calibrate from the first prefill)")
+      ->capture_default_str();
   cmd->add_option("--threads,-t", flags->threads, "Compute threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->callback([flags] { run_generate(*flags); });

@@ -54,7 +54,8 @@ struct ServedModel {
 std::string format_bytes(int64_t bytes) {
   char buf[32];
   if (bytes >= (int64_t(1) << 30)) std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(1 << 30));
-  else std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / double(1 << 20));
+  else if (bytes >= (int64_t(1) << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", double(bytes) / double(1 << 20));
+  else std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(bytes));
   return buf;
 }
 

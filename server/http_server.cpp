@@ -1,5 +1,9 @@
 #include "server/http_server.h"
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -79,6 +83,7 @@ class HttpSession : public ResponseChannel, public std::enable_shared_from_this<
   void end_exchange();
   void arm_watch();
   void on_watch(beast::error_code ec);
+  void arm_watch_or_read();  // after a spurious wake-up
   void stop_watch();
   void mark_gone();
   void do_drain();
@@ -108,9 +113,10 @@ class HttpSession : public ResponseChannel, public std::enable_shared_from_this<
   bool write_pending_ = false;
   bool events_ended_ = false;
 
-  // The client watch: a wait for readability while the request runs; readable with nothing to read
-  // means the peer closed.
+  // The client watch: a wait for readability while the request runs; readable, with a peek finding end
+  // of stream, means the peer closed.
   std::function<void()> on_gone_;
+  bool watch_wanted_ = false;      // until the response is complete
   bool watch_pending_ = false;
   bool read_after_watch_ = false;  // the next request is read once the cancelled watch completes
   bool gone_ = false;
@@ -286,7 +292,8 @@ void HttpSession::watch_client(std::function<void()> on_gone) {
   }
   on_gone_ = std::move(on_gone);
   // Bytes already buffered are a pipelined request, not a hang-up: nothing to watch for then.
-  if (buffer_.size() == 0) arm_watch();
+  watch_wanted_ = buffer_.size() == 0;
+  if (watch_wanted_) arm_watch();
 }
 
 void HttpSession::arm_watch() {
@@ -300,11 +307,13 @@ void HttpSession::on_watch(beast::error_code ec) {
   if (in_exchange_ && !closed_ && ec != net::error::operation_aborted) {
     bool hung_up = bool(ec);
     if (!ec) {
-      // Readable: either the peer closed (0 bytes) or it sent more (a pipelined request; keep it).
+      // Readable: the peer closed (0 bytes), sent more (a pipelined request: stop watching, keep it), or
+      // nothing at all: epoll is edge-triggered, and an edge from bytes already read can arrive late.
+      // NOTE: never a blocking read here; it would stall the strand, and with it this response.
       char byte;
-      beast::error_code peek_ec;
-      const size_t n = stream_.socket().receive(net::buffer(&byte, 1), tcp::socket::message_peek, peek_ec);
-      hung_up = peek_ec || n == 0;
+      const ssize_t n = ::recv(stream_.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return arm_watch_or_read();
+      hung_up = n <= 0;
     }
     if (hung_up) {
       mark_gone();
@@ -317,7 +326,16 @@ void HttpSession::on_watch(beast::error_code ec) {
   }
 }
 
+void HttpSession::arm_watch_or_read() {
+  if (watch_wanted_) return arm_watch();
+  if (read_after_watch_) {
+    read_after_watch_ = false;
+    do_read_header();
+  }
+}
+
 void HttpSession::stop_watch() {
+  watch_wanted_ = false;
   if (!watch_pending_) return;
   beast::error_code ec;
   stream_.socket().cancel(ec);  // NOTE: only called with no write in flight; cancel() stops every operation

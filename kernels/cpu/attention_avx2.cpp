@@ -9,6 +9,8 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
+  static constexpr int kMaxQB = 2;       // queries per score / weight block (2 x 4 keys = 8 sums)
+  static constexpr int kAccBudget = 8;   // accumulators of a weight block (16 ymm registers)
   using V = __m256;
   static V zero() { return _mm256_setzero_ps(); }
   static V set1(float x) { return _mm256_set1_ps(x); }
@@ -37,6 +39,12 @@ struct Avx2 {
     const V t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
     const V u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+  }
+  // Stores lanes [r * KB, (r + 1) * KB) of v.
+  template <int KB>
+  static void store_lanes(float* dst, V v, int r) {
+    if constexpr (KB == 8) _mm256_storeu_ps(dst, v);
+    else _mm_storeu_ps(dst, r == 0 ? _mm256_castps256_ps128(v) : _mm256_extractf128_ps(v, 1));
   }
   // Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial, times 2^n; 0 below -87.3.
   static V exp(V x) {

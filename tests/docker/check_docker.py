@@ -267,6 +267,9 @@ def consistency(inflight):
         check(flag in flags, f"entrypoint {variable} -> {flag} is an `inflight serve` flag")
         expected = "INFLIGHT_" + flag[2:].upper().replace("-", "_")
         check(variable == expected, f"entrypoint {variable} is named after {flag}")
+    for name, service in servers.items():
+        missing = sorted(set(flag_of) - set(service["environment"]))
+        check(not missing, f"compose {name} passes every entrypoint variable through (missing: {missing})")
     unmapped = sorted(flags - set(flag_of.values()))
     check(not unmapped, f"every `inflight serve` flag has an INFLIGHT_* variable (missing: {unmapped})")
     for flag in ["--model", "--host", "--port", "--served-model-name", "--api-key", "--max-num-seqs",

@@ -147,7 +147,7 @@ void report_quantized_kv(const std::string& path) {
           max_err = std::max(max_err, std::fabs(run.result.logits[k][i] - want[i]));
       }
     }
-    MESSAGE(path << " kv " << v.name << " (head_dim " << head_dim << "): " << agree << "/" << total
+    MESSAGE(path << " kv " << std::string(v.name) << " (head_dim " << head_dim << "): " << agree << "/" << total
                  << " generated tokens agree with golden, first 32 kept in " << first_32_kept << "/" << num_cases
                  << " cases, max |logit - golden| = " << max_err);
   }

@@ -48,8 +48,10 @@ struct PagedBatch {
       kv.scales = scales.data();
       kv.quant_group = quant_group;
     }
-    kv.quant_orig_scale = quant_orig;
-    kv.orig_quant_scale = 1.0f / quant_orig;
+    for (int i = 0; i < 2; ++i) {
+      kv.quant_orig_scale[i] = quant_orig * (i == 0 ? 1.0f : 1.25f);  // distinct K and V scales
+      kv.orig_quant_scale[i] = 1.0f / kv.quant_orig_scale[i];
+    }
     return kv;
   }
 
@@ -147,7 +149,8 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
 // Every ISA this CPU runs, scalar first.
 inline std::vector<kernels::cpu::Isa> supported_isas() {
   std::vector<kernels::cpu::Isa> out;
-  for (kernels::cpu::Isa isa : {kernels::cpu::Isa::Scalar, kernels::cpu::Isa::Avx2, kernels::cpu::Isa::Avx512})
+  for (kernels::cpu::Isa isa : {kernels::cpu::Isa::Scalar, kernels::cpu::Isa::Avx2, kernels::cpu::Isa::Avx512,
+                                kernels::cpu::Isa::Avx512Vnni})
     if (kernels::cpu::isa_supported(isa)) out.push_back(isa);
   return out;
 }

@@ -16,12 +16,14 @@ using kernels::KvDType;
 namespace {
 
 // Fused vs reference on the same stored values: only summation order, the exp polynomial and where
-// scales are applied differ.
+// scales are applied differ; with VNNI, int8 also rounds queries and weights to int16 (2^-16 of their max).
 double fused_tolerance(KvDType t) {
   switch (t) {
     case KvDType::F32:
     case KvDType::F16:
     case KvDType::BF16: return 2e-5;
+    case KvDType::Int8:
+    case KvDType::Int8Static: return 3e-4;
     default: return 4e-5;
   }
 }

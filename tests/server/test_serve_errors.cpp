@@ -21,23 +21,25 @@ std::string random_bytes(size_t n, uint32_t seed) {
 
 bool healthy(uint16_t port) { return http_request(port, "GET", "/health").status == 200; }
 
-// Polls /metrics until the KV cache holds no blocks; the last exposition either way.
-std::string wait_kv_empty(uint16_t port, double timeout_s) {
+double cancelled_count(const std::string& metrics) {
+  const std::string key = "inflight_requests_total{finish_reason=\"cancelled\"} ";
+  const size_t pos = metrics.find(key);
+  return pos == std::string::npos ? -1 : std::stod(metrics.substr(pos + key.size()));
+}
+
+std::string metrics_text(uint16_t port) { return http_request(port, "GET", "/metrics").body; }
+
+// Polls /metrics until a request more than `cancelled_before` ended cancelled and the KV cache holds no
+// blocks (the gauges are a snapshot taken after each engine step); returns the last exposition.
+std::string wait_cancelled_and_free(uint16_t port, double cancelled_before, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(int64_t(timeout_s * 1000));
   std::string text;
   do {
-    text = http_request(port, "GET", "/metrics").body;
-    if (metric_value(text, "inflight_kv_cache_blocks_used") == 0) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    text = metrics_text(port);
+    if (cancelled_count(text) > cancelled_before && metric_value(text, "inflight_kv_cache_blocks_used") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   } while (std::chrono::steady_clock::now() < deadline);
   return text;
-}
-
-double cancelled_count(uint16_t port) {
-  const std::string text = http_request(port, "GET", "/metrics").body;
-  const std::string key = "inflight_requests_total{finish_reason=\"cancelled\"} ";
-  const size_t pos = text.find(key);
-  return pos == std::string::npos ? -1 : std::stod(text.substr(pos + key.size()));
 }
 
 void check_400(uint16_t port, const json& body, const std::string& param, const std::string& target = "/v1/completions") {
@@ -188,7 +190,7 @@ TEST_SUITE("serve errors") {
 
   TEST_CASE("a client that disconnects mid-stream is cancelled and its KV blocks are free right after") {
     const uint16_t port = stories_server().port();
-    const double cancelled_before = cancelled_count(port);
+    const double cancelled_before = cancelled_count(metrics_text(port));
     {
       Connection c(port);
       const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"n", 4}, {"ignore_eos", true},
@@ -202,15 +204,16 @@ TEST_SUITE("serve errors") {
       }
       c.close();
     }
-    const std::string metrics = wait_kv_empty(port, 2.0);
+    // Not cancelled, the request would end as `length` (in about 0.5 s) and the cancelled count would stay.
+    const std::string metrics = wait_cancelled_and_free(port, cancelled_before, 2.0);
+    CHECK(cancelled_count(metrics) > cancelled_before);
     CHECK(metric_value(metrics, "inflight_kv_cache_blocks_used") == 0);
     CHECK(metric_value(metrics, "inflight_num_requests_running") == 0);
-    CHECK(cancelled_count(port) > cancelled_before);
   }
 
   TEST_CASE("a client that disconnects while waiting for a non-streamed answer is cancelled too") {
     const uint16_t port = stories_server().port();
-    const double cancelled_before = cancelled_count(port);
+    const double cancelled_before = cancelled_count(metrics_text(port));
     {
       Connection c(port);
       const json body = {{"prompt", {"Once upon a time", "The cat"}}, {"max_tokens", 480}, {"n", 8},
@@ -218,12 +221,12 @@ TEST_SUITE("serve errors") {
       c.send_all(format_request("POST", "/v1/completions", body.dump()));
       // Wait until the engine holds blocks for it, then hang up.
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (metric_value(http_request(port, "GET", "/metrics").body, "inflight_kv_cache_blocks_used") <= 0 &&
+      while (metric_value(metrics_text(port), "inflight_kv_cache_blocks_used") <= 0 &&
              std::chrono::steady_clock::now() < deadline)
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
-    const std::string metrics = wait_kv_empty(port, 2.0);
+    const std::string metrics = wait_cancelled_and_free(port, cancelled_before, 2.0);
+    CHECK(cancelled_count(metrics) > cancelled_before);
     CHECK(metric_value(metrics, "inflight_kv_cache_blocks_used") == 0);
-    CHECK(cancelled_count(port) > cancelled_before);
   }
 }

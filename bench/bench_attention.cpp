@@ -1,0 +1,222 @@
+// CPU attention throughput. Decode: one query row per sequence, 32 query / 8 KV heads, head dim 128,
+// KV lengths 512..16k, batch 1..32, per KV dtype, in GB/s of KV read (K, V and scales), next to a STREAM
+// triad measured in the same binary: bw_share = KV GB/s / triad GB/s (the triad's median of 5 passes,
+// taken at startup). Context: one prefill of S rows over S keys, in GFLOP/s (QK and PV, causal).
+//
+//   ./bench_attention                                     # active ISA = best detected, all threads
+//   ./bench_attention --benchmark_filter='decode/.*/kv8192/' --benchmark_repetitions=3
+//
+// Decode cycles over enough copies of the cache to exceed the last-level cache (>= 512 MiB touched per
+// cycle), so its numbers are DRAM numbers, as in a model whose layers' KV do not fit in cache.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/attention_params.h"
+#include "kernels/cpu/isa.h"
+#include "kernels/thread_pool.h"
+
+namespace {
+
+using namespace inflight::kernels;
+
+constexpr int kNumQHeads = 32, kNumKvHeads = 8, kHeadDim = 128, kBlockSize = 16;
+constexpr int64_t kColdBytes = int64_t(512) << 20;
+
+// STREAM triad a = b + s * c over 3 x 128 MiB on the compute pool; GB/s counting 3 arrays per pass.
+double triad_once(std::vector<float>& a, const std::vector<float>& b, const std::vector<float>& c) {
+  const int64_t n = int64_t(a.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  compute_pool().parallel_for(n, int64_t(1) << 16, [&](int64_t begin, int64_t end) {
+    float* pa = a.data();
+    const float* pb = b.data();
+    const float* pc = c.data();
+    for (int64_t i = begin; i < end; ++i) pa[i] = pb[i] + 3.0f * pc[i];
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 3.0 * double(n) * sizeof(float) / s / 1e9;
+}
+
+double triad_gbps() {
+  static const double gbps = [] {
+    std::vector<float> a(size_t(32) << 20), b(a.size(), 1.0f), c(a.size(), 2.0f);
+    std::vector<double> runs;
+    for (int i = 0; i < 6; ++i) runs.push_back(triad_once(a, b, c));
+    std::sort(runs.begin() + 1, runs.end());  // the first pass faults the pages in
+    return runs[3];
+  }();
+  return gbps;
+}
+
+void run_triad(benchmark::State& state) {
+  std::vector<float> a(size_t(32) << 20), b(a.size(), 1.0f), c(a.size(), 2.0f);
+  for (auto _ : state) {
+    triad_once(a, b, c);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * 3 * int64_t(a.size()) * int64_t(sizeof(float)));
+}
+
+// One cache holding `num_copies` x `batch` sequences of `kv_len` tokens, filled with valid codes.
+struct DecodeSetup {
+  KvDType dtype;
+  int64_t kv_len = 0;
+  int batch = 0;
+  int num_copies = 0;
+  int max_blocks = 0;
+  std::unique_ptr<uint8_t[]> data;  // [num_blocks, 2, Nkv, block_size, H] of dtype
+  std::vector<float> scales;        // Int8: [num_blocks, 2, Nkv, block_size, 1]
+  std::vector<int32_t> tables;      // [num_copies * batch, max_blocks]
+  std::vector<float> q, out;        // [batch, Nq * H]
+  std::vector<int32_t> q_start, past;
+  int64_t kv_bytes = 0;             // bytes of K, V and scales one decode call reads
+
+  PagedKvView view(int copy) const {
+    PagedKvView kv;
+    kv.data = data.get();
+    kv.dtype = dtype;
+    kv.num_blocks = int(tables.size() / size_t(max_blocks));
+    kv.block_size = kBlockSize;
+    kv.num_kv_heads = kNumKvHeads;
+    kv.head_dim = kHeadDim;
+    kv.block_tables = tables.data() + size_t(copy) * batch * max_blocks;
+    kv.max_blocks_per_seq = max_blocks;
+    if (dtype == KvDType::Int8) {
+      kv.scales = const_cast<float*>(scales.data());
+      kv.quant_group = kHeadDim;
+    }
+    for (int i = 0; i < 2; ++i) kv.quant_orig_scale[i] = 0.01f, kv.orig_quant_scale[i] = 100.0f;
+    return kv;
+  }
+};
+
+// Fills n bytes with a repeated 64 KiB pattern of valid codes (values in about [-2, 2]).
+void fill_codes(KvDType dtype, uint8_t* dst, int64_t n) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  std::vector<uint8_t> pattern(size_t(1) << 16);
+  for (size_t i = 0; i < pattern.size(); i += size_t(kv_elem_bytes(dtype))) {
+    const float x = dist(rng);
+    KvRowScales s;
+    s.orig_quant = 50.0f;
+    float one[1] = {x}, scale = 0.0f;
+    s.group = &scale;
+    s.quant_group = 1;
+    kv_quantize_row(dtype == KvDType::Int8 ? KvDType::Int8Static : dtype, one, 1, &pattern[i], s);
+  }
+  for (int64_t at = 0; at < n; at += int64_t(pattern.size()))
+    std::memcpy(dst + at, pattern.data(), size_t(std::min<int64_t>(int64_t(pattern.size()), n - at)));
+}
+
+DecodeSetup& decode_setup(KvDType dtype, int64_t kv_len, int batch) {
+  static std::unique_ptr<DecodeSetup> current;
+  if (current && current->dtype == dtype && current->kv_len == kv_len && current->batch == batch) return *current;
+  current.reset();  // free the previous cache first
+  auto s = std::make_unique<DecodeSetup>();
+  s->dtype = dtype;
+  s->kv_len = kv_len;
+  s->batch = batch;
+  s->max_blocks = int((kv_len + kBlockSize - 1) / kBlockSize);
+  const int64_t row_bytes = int64_t(kHeadDim) * kv_elem_bytes(dtype);
+  const int64_t block_bytes = 2 * int64_t(kNumKvHeads) * kBlockSize * row_bytes;
+  const int64_t copy_bytes = int64_t(batch) * s->max_blocks * block_bytes;
+  s->num_copies = int(std::max<int64_t>(1, (kColdBytes + copy_bytes - 1) / copy_bytes));
+  const int64_t num_blocks = int64_t(s->num_copies) * batch * s->max_blocks;
+  s->data.reset(new uint8_t[size_t(num_blocks * block_bytes)]);
+  fill_codes(dtype, s->data.get(), num_blocks * block_bytes);
+  if (dtype == KvDType::Int8) s->scales.assign(size_t(num_blocks) * 2 * kNumKvHeads * kBlockSize, 0.01f);
+  s->tables.resize(size_t(num_blocks));
+  for (int64_t i = 0; i < num_blocks; ++i) s->tables[size_t(i)] = int32_t(i);  // sequence after sequence
+  s->q.assign(size_t(batch) * kNumQHeads * kHeadDim, 0.1f);
+  s->out.resize(s->q.size());
+  for (int b = 0; b <= batch; ++b) s->q_start.push_back(b);
+  s->past.assign(size_t(batch), int32_t(kv_len - 1));
+  const int64_t scale_bytes = dtype == KvDType::Int8 ? 2 * int64_t(kNumKvHeads) * 4 : 0;
+  s->kv_bytes = int64_t(batch) * kv_len * (2 * kNumKvHeads * row_bytes + scale_bytes);
+  current = std::move(s);
+  return *current;
+}
+
+AttentionParams decode_params(DecodeSetup& s, int copy) {
+  AttentionParams p;
+  p.q = s.q.data();
+  p.q_stride = int64_t(kNumQHeads) * kHeadDim;
+  p.out = s.out.data();
+  p.num_q_heads = kNumQHeads;
+  p.num_kv_heads = kNumKvHeads;
+  p.head_dim = p.head_dim_v = kHeadDim;
+  p.num_seqs = s.batch;
+  p.q_start = s.q_start.data();
+  p.past_len = s.past.data();
+  p.kv = s.view(copy);
+  return p;
+}
+
+void run_decode(benchmark::State& state, KvDType dtype, int64_t kv_len, int batch) {
+  DecodeSetup& s = decode_setup(dtype, kv_len, batch);
+  int copy = 0;
+  for (auto _ : state) {
+    const AttentionParams p = decode_params(s, copy);
+    cpu::decode_attention(p, 0, s.batch);
+    benchmark::DoNotOptimize(s.out.data());
+    copy = copy + 1 == s.num_copies ? 0 : copy + 1;
+  }
+  state.SetBytesProcessed(state.iterations() * s.kv_bytes);
+  state.counters["bw_share"] = benchmark::Counter(double(s.kv_bytes) / 1e9 / triad_gbps(),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + ", " + std::to_string(compute_pool().num_threads()) +
+                 " threads, triad " + std::to_string(int(triad_gbps() * 10) / 10.0).substr(0, 4) + " GB/s");
+}
+
+// One sequence's prefill of s rows over its own s keys (already cached), causal.
+void run_context(benchmark::State& state, KvDType dtype, int64_t len) {
+  DecodeSetup& s = decode_setup(dtype, len, 1);
+  std::vector<float> q(size_t(len) * kNumQHeads * kHeadDim, 0.1f), out(q.size());
+  std::vector<int32_t> q_start{0, int32_t(len)}, past{0};
+  for (auto _ : state) {
+    AttentionParams p = decode_params(s, 0);
+    p.q = q.data();
+    p.out = out.data();
+    p.num_seqs = 1;
+    p.q_start = q_start.data();
+    p.past_len = past.data();
+    cpu::context_attention(p, 0, 1);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double flops = 4.0 * kHeadDim * kNumQHeads * double(len) * double(len + 1) / 2.0;
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + ", " + std::to_string(compute_pool().num_threads()) +
+                 " threads");
+}
+
+bool register_all() {
+  benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
+  for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3})
+    for (int64_t kv_len : {512, 2048, 8192, 16384})
+      for (int batch : {1, 4, 16, 32}) {
+        const std::string name = "decode/" + std::string(kv_dtype_name(dtype)) + "/kv" + std::to_string(kv_len) +
+                                 "/b" + std::to_string(batch);
+        benchmark::RegisterBenchmark(name.c_str(), run_decode, dtype, kv_len, batch)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+      }
+  for (KvDType dtype : {KvDType::F16, KvDType::Int8})
+    for (int64_t len : {512, 2048}) {
+      const std::string name = "context/" + std::string(kv_dtype_name(dtype)) + "/s" + std::to_string(len);
+      benchmark::RegisterBenchmark(name.c_str(), run_context, dtype, len)->UseRealTime()->Unit(benchmark::kMillisecond);
+    }
+  return true;
+}
+
+const bool registered = register_all();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,245 @@
+// AVX-512 VNNI tile routine for int8 KV with one scale per row (Int8 with quant_group == head_dim) or
+// per tensor (Int8Static): integer dot products instead of widening to f32. Other dtypes and shapes go
+// to the AVX-512 float routine. Compiled with -mavx512vnni on top of the AVX-512 flags; reached only when
+// active_isa() is Avx512Vnni.
+//
+//   scores: each query is rounded to int16 with its own scale (|q| max -> 32767), K rows widen to int16,
+//           vpdpwssd sums q.k exactly in int32 (|sum| < 128 * 32767 * 127 * head_dim / 128 < 2^31 for
+//           head_dim <= 256); score = float(sum) * scale * q_scale * k_scale.
+//   values: the softmax weights p_j * v_scale_j of a query are rounded to int16 against their tile max,
+//           two keys' V rows interleave byte by byte and widen to int16 pairs, vpdpwssd accumulates
+//           w_j v_j + w_j+1 v_j+1 exactly in int32 (< 64 * 32767 * 127 < 2^31); o = float(sum) * w_max / 32767.
+//
+// Integer sums are exact, so a result does not depend on blocking or on how many queries share the tile:
+// the invariance of attention_tile.h holds. The roundings of q and of the weights (relative 2^-16 of
+// their maxima) are far below int8's own error.
+#include "kernels/cpu/attention_avx512_traits.h"
+
+namespace inflight::kernels::cpu {
+namespace {
+
+constexpr int kQMax16 = 32767;
+
+// Lane t = sum of acc[t] (int32), the halving tree of Avx512::transpose_sum.
+__m512i transpose_sum_epi32(const __m512i* a) {
+  auto pair32 = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y)); };
+  auto pair64 = [](__m512i x, __m512i y) { return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y)); };
+  auto lanes = [](__m512i x, __m512i y) {
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(x, y, 0x88), _mm512_shuffle_i32x4(x, y, 0xdd));
+  };
+  __m512i e[4];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) e[k] = pair64(pair32(a[4 * k], a[4 * k + 1]), pair32(a[4 * k + 2], a[4 * k + 3]));
+  return lanes(lanes(e[0], e[1]), lanes(e[2], e[3]));
+}
+
+// 32 int8 of a row from feature i, widened to int16.
+__m512i widen_i8x32(const void* row, int i) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const int8_t*>(row) + i)));
+}
+
+struct IntTile {
+  using F = TileKernel<Avx512>;
+
+  // q16 [R, D] = round(q / q_scale), q_scale[r] = max |q_r| / 32767 (1 for a zero query).
+  static void quantize_queries(const TileArgs& a, int16_t* q16, float* q_scale) {
+    const int D = a.head_dim, pdim = padded_dim(D);
+    for (int r = 0; r < a.num_queries; ++r) {
+      const float* q = a.q + int64_t(r) * pdim;
+      __m512 mx = _mm512_setzero_ps();
+      for (int i = 0; i < D; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(q + i)));
+      const float amax = _mm512_reduce_max_ps(mx);
+      q_scale[r] = amax > 0.0f ? amax / float(kQMax16) : 1.0f;
+      const __m512 inv = _mm512_set1_ps(amax > 0.0f ? float(kQMax16) / amax : 0.0f);
+      for (int i = 0; i < D; i += 16) {
+        const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(q + i), inv));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q16 + int64_t(r) * D + i), _mm512_cvtsepi32_epi16(x));
+      }
+    }
+  }
+
+  // Integer dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc.
+  template <int QB>
+  static void score_block(const TileArgs& a, const void* const* krows, const int16_t* q16, int r0, int n_pad,
+                          float* sc) {
+    constexpr int KB = 16 / QB;
+    const int D = a.head_dim;
+    for (int j0 = 0; j0 < n_pad; j0 += KB) {
+      if (r0 == 0) F::prefetch_next(a, j0, j0 + KB);
+      __m512i acc[QB * KB];
+#pragma GCC unroll 16
+      for (int x = 0; x < QB * KB; ++x) acc[x] = _mm512_setzero_si512();
+      for (int i = 0; i < D; i += 32) {
+        __m512i qv[QB];
+#pragma GCC unroll 4
+        for (int r = 0; r < QB; ++r) qv[r] = _mm512_loadu_si512(q16 + int64_t(r0 + r) * D + i);
+#pragma GCC unroll 16
+        for (int t = 0; t < KB; ++t) {
+          const __m512i kv = widen_i8x32(krows[j0 + t], i);
+#pragma GCC unroll 4
+          for (int r = 0; r < QB; ++r) acc[r * KB + t] = _mm512_dpwssd_epi32(acc[r * KB + t], qv[r], kv);
+        }
+      }
+      const __m512 dots = _mm512_cvtepi32_ps(transpose_sum_epi32(acc));
+#pragma GCC unroll 4
+      for (int r = 0; r < QB; ++r) Avx512::store_lanes<KB>(sc + int64_t(r0 + r) * kKvTile + j0, dots, r);
+    }
+  }
+
+  // o[r] = sum_j w16[r][j] * V_j over features [c0, c0 + 64) (two 32-feature chunks), queries
+  // [r0, r0 + QB), keys [jlo, jhi) (jlo even; key jhi may be a padding row).
+  template <int QB>
+  static void weigh_block(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
+                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v) {
+    __m512i acc[QB][4];  // [query][chunk lo, chunk hi, chunk+1 lo, chunk+1 hi]
+#pragma GCC unroll 4
+    for (int r = 0; r < QB; ++r)
+#pragma GCC unroll 4
+      for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_si512();
+    const int nc = a.head_dim_v - c0 >= 64 ? 2 : 1;
+    for (int j = jlo; j < jhi; j += 2) {
+      __m512i wp[QB];
+#pragma GCC unroll 4
+      for (int r = 0; r < QB; ++r) {
+        int32_t pair;
+        __builtin_memcpy(&pair, w16 + int64_t(r0 + r) * kKvTile + j, 4);
+        wp[r] = _mm512_set1_epi32(pair);
+      }
+      const auto* v0 = static_cast<const int8_t*>(vrows[j]);
+      const auto* v1 = static_cast<const int8_t*>(vrows[j + 1]);
+#pragma GCC unroll 2
+      for (int c = 0; c < nc; ++c) {
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v0 + c0 + 32 * c));
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(v1 + c0 + 32 * c));
+        // lo: features 0-7 | 16-23 of the chunk, hi: 8-15 | 24-31, as (key j, key j+1) int16 pairs.
+        const __m512i lo = _mm512_cvtepi8_epi16(_mm256_unpacklo_epi8(x, y));
+        const __m512i hi = _mm512_cvtepi8_epi16(_mm256_unpackhi_epi8(x, y));
+#pragma GCC unroll 4
+        for (int r = 0; r < QB; ++r) {
+          acc[r][2 * c] = _mm512_dpwssd_epi32(acc[r][2 * c], lo, wp[r]);
+          acc[r][2 * c + 1] = _mm512_dpwssd_epi32(acc[r][2 * c + 1], hi, wp[r]);
+        }
+      }
+    }
+#pragma GCC unroll 4
+    for (int r = 0; r < QB; ++r) {
+      const __m512 s = _mm512_set1_ps(w_scale[r0 + r] * global_v);
+      float* o = a.o + int64_t(r0 + r) * pdim_v + c0;
+      for (int c = 0; c < nc; ++c) {
+        const __m512i lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
+        _mm512_storeu_ps(o + 32 * c, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0x44)), s));
+        _mm512_storeu_ps(o + 32 * c + 16, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0xee)), s));
+      }
+    }
+  }
+
+  template <int QB>
+  static void weigh_queries(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
+                            float global_v, int r0, int pdim_v) {
+    int jlo = kKvTile, jhi = 0;
+    for (int r = r0; r < r0 + QB; ++r) {
+      if (a.lo[r] >= a.hi[r]) continue;
+      jlo = a.lo[r] < jlo ? a.lo[r] : jlo;
+      jhi = a.hi[r] > jhi ? a.hi[r] : jhi;
+    }
+    if (jlo >= jhi) jlo = jhi = 0;
+    jlo &= ~1;
+    jhi = (jhi + 1) & ~1;
+    for (int c0 = 0; c0 < a.head_dim_v; c0 += 64) weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, pdim_v);
+  }
+
+  template <KvDType T>
+  static void run(const TileArgs& a) {
+    const int R = a.num_queries, n = a.num_keys, D = a.head_dim;
+    const int n_pad = (n + 15) / 16 * 16;
+    const int pdim_v = padded_dim(a.head_dim_v);
+    const bool per_row = T == KvDType::Int8;
+    float* sc = a.scratch;                                                  // [R, kKvTile] scores, weights
+    float* rk = sc + int64_t(R) * kKvTile;                                  // [kKvTile] K row scales
+    float* rv = rk + kKvTile;                                               // [kKvTile] V row scales
+    float* q_scale = rv + kKvTile;                                          // [R]
+    float* w_scale = q_scale + kMaxTileQueries;                             // [R]
+    auto* q16 = reinterpret_cast<int16_t*>(w_scale + kMaxTileQueries);     // [R, D]
+    int16_t* w16 = q16 + int64_t(R) * D;                                    // [R, kKvTile]
+    const float global_k = T == KvDType::Int8Static ? a.quant_orig_k : 1.0f;
+    const float global_v = T == KvDType::Int8Static ? a.quant_orig_v : 1.0f;
+
+    const void* krows[kKvTile];
+    const void* vrows[kKvTile];
+    F::pad_rows<T>(a, a.k_rows, a.k_scales, per_row, krows, rk);
+    F::pad_rows<T>(a, a.v_rows, a.v_scales, per_row, vrows, rv);
+    quantize_queries(a, q16, q_scale);
+    int r0 = 0;
+    for (; r0 + 4 <= R; r0 += 4) score_block<4>(a, krows, q16, r0, n_pad, sc);
+    if (r0 + 2 <= R) {
+      score_block<2>(a, krows, q16, r0, n_pad, sc);
+      r0 += 2;
+    }
+    if (r0 < R) score_block<1>(a, krows, q16, r0, n_pad, sc);
+    F::prefetch_next(a, n_pad, a.next_num_keys);
+
+    for (int r = 0; r < R; ++r) {
+      float* s = sc + int64_t(r) * kKvTile;
+      const __m512 f = _mm512_set1_ps(a.scale * global_k * q_scale[r]);
+      for (int j = 0; j < n_pad; j += 16) {
+        __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), f);
+        if (per_row) x = _mm512_mul_ps(x, _mm512_loadu_ps(rk + j));
+        _mm512_storeu_ps(s + j, x);
+      }
+      F::mask_scores(a, r, n_pad, s);
+      // Softmax against the tile max, then int16 weights against their own max.
+      __m512 mx = _mm512_set1_ps(kNegInf);
+      for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
+      const float m = _mm512_reduce_max_ps(mx);
+      int16_t* w = w16 + int64_t(r) * kKvTile;
+      if (!(m > kNegInf)) {
+        a.m[r] = kNegInf;
+        a.d[r] = 0.0f;
+        w_scale[r] = 0.0f;
+        for (int j = 0; j < kKvTile; ++j) w[j] = 0;
+        continue;
+      }
+      __m512 sum = _mm512_setzero_ps(), wmax = _mm512_setzero_ps();
+      for (int j = 0; j < n_pad; j += 16) {
+        const __m512 p = Avx512::exp(_mm512_add_ps(_mm512_loadu_ps(s + j), _mm512_set1_ps(-m)));
+        sum = _mm512_add_ps(sum, p);
+        const __m512 wj = per_row ? _mm512_mul_ps(p, _mm512_loadu_ps(rv + j)) : p;
+        wmax = _mm512_max_ps(wmax, wj);
+        _mm512_storeu_ps(s + j, wj);
+      }
+      a.m[r] = m;
+      a.d[r] = _mm512_reduce_add_ps(sum);
+      const float top = _mm512_reduce_max_ps(wmax);
+      w_scale[r] = top / float(kQMax16);
+      const __m512 inv = _mm512_set1_ps(top > 0.0f ? float(kQMax16) / top : 0.0f);
+      for (int j = 0; j < n_pad; j += 16)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j),
+                            _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(s + j), inv))));
+      for (int j = n_pad; j < kKvTile; ++j) w[j] = 0;
+    }
+
+    r0 = 0;
+    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, vrows, w16, w_scale, global_v, r0, pdim_v);
+    if (r0 + 2 <= R) {
+      weigh_queries<2>(a, vrows, w16, w_scale, global_v, r0, pdim_v);
+      r0 += 2;
+    }
+    if (r0 < R) weigh_queries<1>(a, vrows, w16, w_scale, global_v, r0, pdim_v);
+  }
+};
+
+}  // namespace
+
+void attend_tile_avx512_vnni(const TileArgs& a) {
+  const bool int_path = (a.dtype == KvDType::Int8Static || (a.dtype == KvDType::Int8 && a.quant_group == a.head_dim)) &&
+                        a.head_dim % 32 == 0 && a.head_dim <= 256 && a.head_dim_v % 32 == 0;
+  if (!int_path) {
+    TileKernel<Avx512>::attend(a);
+  } else if (a.dtype == KvDType::Int8) {
+    IntTile::run<KvDType::Int8>(a);
+  } else {
+    IntTile::run<KvDType::Int8Static>(a);
+  }
+}
+
+}  // namespace inflight::kernels::cpu
