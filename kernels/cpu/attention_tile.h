@@ -25,7 +25,8 @@ inline constexpr int kKvSpan = 512;            // keys per span; a multiple of k
 inline constexpr int kMaxTileQueries = 64;     // R per tile call
 inline constexpr int kVecPad = 16;             // q / o rows are padded to a multiple of 16 floats
 
-inline int padded_dim(int dim) { return (dim + kVecPad - 1) / kVecPad * kVecPad; }
+// NOTE: static (internal linkage): the ISA files call it, and must not emit shared inline code.
+static constexpr int padded_dim(int dim) { return (dim + kVecPad - 1) / kVecPad * kVecPad; }
 
 // FlashInfer's state_t{o, m, d}: o = sum_j exp(s_j - m) v_j (unnormalised), m = max_j s_j,
 // d = sum_j exp(s_j - m). m = -inf (d = 0, o = 0) is the empty state.
@@ -77,7 +78,7 @@ struct TileArgs {
 };
 
 // Floats of TileArgs::scratch a tile needs.
-inline int64_t tile_scratch_floats(int num_queries, int head_dim, int head_dim_v) {
+static constexpr int64_t tile_scratch_floats(int num_queries, int head_dim, int head_dim_v) {
   return int64_t(kKvTile) * (padded_dim(head_dim) + padded_dim(head_dim_v) + 2) +
          int64_t(num_queries) * kKvTile + 64;
 }

@@ -1,19 +1,23 @@
 // The tile routine of attention_tile.h, written once over a SIMD traits class S and compiled in each
 // ISA file (scalar, AVX2, AVX-512) with that file's flags.
 //
-// One call: stage the tile's K rows as f32 (dequantized in registers, zero padded to W-key groups),
-// score them against every query (W keys at a time, one fixed-order transposed sum), mask, softmax
-// against the tile max, stage V, and accumulate each query's weighted V over its visible keys.
-// Per-tensor and per-row (Int8 with quant_group == head_dim) scales are not applied while staging:
-// they multiply the scores (K) and the weights / tile output (V) instead, one multiply per key.
+// One call: score the tile's keys against every query in blocks of QB queries x W/QB keys (one f32
+// accumulator per (query, key) over the features, then one fixed-order transposed sum), scale, softcap,
+// mask, softmax against the tile max, then accumulate each query's weighted V in blocks of QB queries x
+// CB feature vectors over the keys any query of the block sees. Rows are widened to f32 in registers as
+// they are read when the queries are few (R <= kMaxQB: each row is widened once either way), else once
+// into an L1 staging buffer; padding keys read a zero row. Per-tensor and per-row (Int8 with
+// quant_group == head_dim) scales are not applied to the values: they multiply the scores (K) and the
+// weights / tile output (V), one multiply per key.
 //
 // Determinism: a key's score, a query's max, sum and weighted sum depend only on the query, the key
 // rows and the key's position in its tile (absolute position mod kKvTile), never on the other queries,
-// on how many keys the tile holds past the query's last visible one, or on R.
+// on how many keys the tile holds past the query's last visible one, or on R (the transposed sum is the
+// same tree for every lane; a key outside a query's range adds an exact +0 to its V accumulators).
 //
-// S provides: W, V, zero, set1, load, store, add, mul, fmadd, max, hsum, hmax, transpose_sum
-// (W accumulators -> lane t = sum of acc[t]), exp (0 below -87.3, -inf included), and widen_<dtype>
-// (W stored elements -> W floats; e4m3 gives value / 256).
+// S provides: W, kMaxQB, kAccBudget, V, zero, set1, load, store, add, mul, fmadd, max, hsum, hmax,
+// transpose_sum (W accumulators -> lane t = sum of acc[t]), store_lanes, exp (0 below -87.3, -inf
+// included), and widen_<dtype> (W stored elements -> W floats; e4m3 gives value / 256).
 //
 // NOTE: deliberately in an anonymous namespace (see attention_tile.h).
 #pragma once

@@ -224,8 +224,8 @@ TEST_SUITE("attention_fused") {
       CAPTURE(kernels::cpu::isa_name(isa));
       for (KvDType dtype : {KvDType::F16, KvDType::Int8}) {
         CAPTURE(kernels::kv_dtype_name(dtype));
-        // Sequence 1 is a prefill of 1100 rows (3 spans) on top of 1000 cached keys.
-        test::PagedBatch b = test::make_batch({{5, 3}, {1000, 1100}, {77, 1}}, 8, 1, 64, 16, dtype, 31);
+        // Sequence 1 is a prefill of 600 rows on top of 1000 cached keys (4 spans).
+        test::PagedBatch b = test::make_batch({{5, 3}, {1000, 600}, {77, 1}}, 8, 1, 64, 16, dtype, 31);
         std::vector<float> full(size_t(b.num_tokens()) * 8 * 64);
         kernels::AttentionParams p = b.params(full.data());
         set_rope(p, kernels::RopeStyle::NeoX, 64);
@@ -238,19 +238,19 @@ TEST_SUITE("attention_fused") {
         std::vector<int32_t> qs, past;
         // A chunk of the prefill alone (context kernel).
         std::vector<float> chunk(size_t(300) * row_elems);
-        kernels::AttentionParams c = sub_params(b, 1, 700, 1000, chunk.data(), qs, past);
+        kernels::AttentionParams c = sub_params(b, 1, 300, 600, chunk.data(), qs, past);
         set_rope(c, kernels::RopeStyle::NeoX, 64);
         kernels::cpu::context_attention(c, 0, 1);
-        CHECK(chunk == rows_of(1, 700, 1000));
+        CHECK(chunk == rows_of(1, 300, 600));
         // Its last row as a decode step (generation kernel), split-K on 4 threads and not on 1.
         for (int threads : {4, 1}) {
           kernels::set_num_threads(threads);
           std::vector<float> one(static_cast<size_t>(row_elems));
-          kernels::AttentionParams d = sub_params(b, 1, 1099, 1100, one.data(), qs, past);
+          kernels::AttentionParams d = sub_params(b, 1, 599, 600, one.data(), qs, past);
           set_rope(d, kernels::RopeStyle::NeoX, 64);
           kernels::cpu::decode_attention(d, 0, 1);
           CAPTURE(threads);
-          CHECK(one == rows_of(1, 1099, 1100));
+          CHECK(one == rows_of(1, 599, 600));
         }
         kernels::set_num_threads(saved_threads);
         // The short sequence alone.
