@@ -39,8 +39,9 @@ struct MaddubsDot {
 };
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-// The same sums with vpdpbusd (non-saturating): activations offset to u8 (xq + 128) once per token;
-// each row's dot starts from -128 * sum(qw) over the same 4-lane groups, so the result is exact.
+// The same sums with vpdpbusd (non-saturating): activations are offset to u8 (xq + 128) as they are
+// loaded (shared by the tile's rows); each row's dot starts from -128 * sum(qw) over the same 4-lane
+// groups, so the result is exact and no per-(row, token) sign fix-up is needed.
 struct VnniDot {
   struct Row {
     __m256i qw, minus_offset;
