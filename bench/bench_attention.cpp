@@ -6,8 +6,9 @@
 //   ./bench_attention                                     # active ISA = best detected, all threads
 //   ./bench_attention --benchmark_filter='decode/.*/kv8192/' --benchmark_repetitions=3
 //
-// Decode cycles over enough copies of the cache to exceed the last-level cache (>= 512 MiB touched per
-// cycle), so its numbers are DRAM numbers, as in a model whose layers' KV do not fit in cache.
+// Decode cycles over enough copies of the cache (the layers of a cache::KvCache, allocated like the
+// engine's) to exceed the last-level cache (>= 512 MiB touched per cycle), so its numbers are DRAM
+// numbers, as in a model whose layers' KV do not fit in cache.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/kv_cache.h"
 #include "kernels/attention_params.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/thread_pool.h"
@@ -26,6 +28,7 @@
 namespace {
 
 using namespace inflight::kernels;
+namespace cache = inflight::cache;
 
 constexpr int kNumQHeads = 32, kNumKvHeads = 8, kHeadDim = 128, kBlockSize = 16;
 constexpr int64_t kColdBytes = int64_t(512) << 20;
@@ -64,36 +67,26 @@ void run_triad(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * 3 * int64_t(a.size()) * int64_t(sizeof(float)));
 }
 
-// One cache holding `num_copies` x `batch` sequences of `kv_len` tokens, filled with valid codes.
+// A cache of `num_copies` layers, each holding `batch` sequences of `kv_len` tokens in consecutive blocks
+// (cache::KvCache, allocated as the engine allocates it), filled with valid codes.
 struct DecodeSetup {
   KvDType dtype;
   int64_t kv_len = 0;
   int batch = 0;
   int num_copies = 0;
   int max_blocks = 0;
-  std::unique_ptr<uint8_t[]> data;  // [num_blocks, 2, Nkv, block_size, H] of dtype
-  std::vector<float> scales;        // Int8: [num_blocks, 2, Nkv, block_size, 1]
-  std::vector<int32_t> tables;      // [num_copies * batch, max_blocks]
+  std::unique_ptr<cache::KvCache> kv;
+  std::vector<int32_t> tables;      // [batch, max_blocks]
   std::vector<float> q, out;        // [batch, Nq * H]
   std::vector<int32_t> q_start, past;
   int64_t kv_bytes = 0;             // bytes of K, V and scales one decode call reads
 
   PagedKvView view(int copy) const {
-    PagedKvView kv;
-    kv.data = data.get();
-    kv.dtype = dtype;
-    kv.num_blocks = int(tables.size() / size_t(max_blocks));
-    kv.block_size = kBlockSize;
-    kv.num_kv_heads = kNumKvHeads;
-    kv.head_dim = kHeadDim;
-    kv.block_tables = tables.data() + size_t(copy) * batch * max_blocks;
-    kv.max_blocks_per_seq = max_blocks;
-    if (dtype == KvDType::Int8) {
-      kv.scales = const_cast<float*>(scales.data());
-      kv.quant_group = kHeadDim;
-    }
-    for (int i = 0; i < 2; ++i) kv.quant_orig_scale[i] = 0.01f, kv.orig_quant_scale[i] = 100.0f;
-    return kv;
+    PagedKvView v = kv->layer_view(copy);
+    v.block_tables = tables.data();
+    v.max_blocks_per_seq = max_blocks;
+    for (int i = 0; i < 2; ++i) v.quant_orig_scale[i] = 0.01f, v.orig_quant_scale[i] = 100.0f;
+    return v;
   }
 };
 
@@ -106,10 +99,7 @@ void fill_codes(KvDType dtype, uint8_t* dst, int64_t n) {
     const float x = dist(rng);
     KvRowScales s;
     s.orig_quant = 50.0f;
-    float one[1] = {x}, scale = 0.0f;
-    s.group = &scale;
-    s.quant_group = 1;
-    kv_quantize_row(dtype == KvDType::Int8 ? KvDType::Int8Static : dtype, one, 1, &pattern[i], s);
+    kv_quantize_row(dtype == KvDType::Int8 ? KvDType::Int8Static : dtype, &x, 1, &pattern[i], s);
   }
   for (int64_t at = 0; at < n; at += int64_t(pattern.size()))
     std::memcpy(dst + at, pattern.data(), size_t(std::min<int64_t>(int64_t(pattern.size()), n - at)));
@@ -124,16 +114,20 @@ DecodeSetup& decode_setup(KvDType dtype, int64_t kv_len, int batch) {
   s->kv_len = kv_len;
   s->batch = batch;
   s->max_blocks = int((kv_len + kBlockSize - 1) / kBlockSize);
-  const int64_t row_bytes = int64_t(kHeadDim) * kv_elem_bytes(dtype);
-  const int64_t block_bytes = 2 * int64_t(kNumKvHeads) * kBlockSize * row_bytes;
-  const int64_t copy_bytes = int64_t(batch) * s->max_blocks * block_bytes;
+  cache::KvCacheConfig config{1, kNumKvHeads, kHeadDim, kBlockSize, batch * s->max_blocks, dtype};
+  const int64_t copy_bytes = cache::KvCache(config).total_bytes();  // one layer
   s->num_copies = int(std::max<int64_t>(1, (kColdBytes + copy_bytes - 1) / copy_bytes));
-  const int64_t num_blocks = int64_t(s->num_copies) * batch * s->max_blocks;
-  s->data.reset(new uint8_t[size_t(num_blocks * block_bytes)]);
-  fill_codes(dtype, s->data.get(), num_blocks * block_bytes);
-  if (dtype == KvDType::Int8) s->scales.assign(size_t(num_blocks) * 2 * kNumKvHeads * kBlockSize, 0.01f);
-  s->tables.resize(size_t(num_blocks));
-  for (int64_t i = 0; i < num_blocks; ++i) s->tables[size_t(i)] = int32_t(i);  // sequence after sequence
+  config.num_layers = s->num_copies;
+  s->kv = std::make_unique<cache::KvCache>(config);
+  const int64_t row_bytes = int64_t(kHeadDim) * kv_elem_bytes(dtype);
+  const int64_t layer_data_bytes = int64_t(config.num_blocks) * 2 * kNumKvHeads * kBlockSize * row_bytes;
+  for (int l = 0; l < s->num_copies; ++l) {
+    const PagedKvView v = s->kv->layer_view(l);
+    fill_codes(dtype, static_cast<uint8_t*>(v.data), layer_data_bytes);
+    if (v.scales != nullptr) std::fill(v.scales, v.scales + int64_t(config.num_blocks) * 2 * kNumKvHeads * kBlockSize, 0.01f);
+  }
+  s->tables.resize(size_t(batch) * s->max_blocks);
+  for (size_t i = 0; i < s->tables.size(); ++i) s->tables[i] = int32_t(i);  // sequence after sequence
   s->q.assign(size_t(batch) * kNumQHeads * kHeadDim, 0.1f);
   s->out.resize(s->q.size());
   for (int b = 0; b <= batch; ++b) s->q_start.push_back(b);

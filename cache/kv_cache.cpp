@@ -1,10 +1,13 @@
 #include "cache/kv_cache.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include <sys/mman.h>
 
 namespace inflight::cache {
 
@@ -24,6 +27,23 @@ int64_t layer_scales_per_block(const KvCacheConfig& c) {
 int64_t block_bytes_one_layer(const KvCacheConfig& c) {
   return layer_elems_per_block(c) * kernels::kv_elem_bytes(c.dtype) + layer_scales_per_block(c) * 4;
 }
+// Zeroed memory of `bytes`, 2 MiB aligned and advised as transparent huge pages.
+void* allocate_zeroed_huge(int64_t bytes) {
+  constexpr size_t kHuge = size_t(2) << 20;
+  const size_t size = (size_t(std::max<int64_t>(bytes, 1)) + kHuge - 1) / kHuge * kHuge;
+  void* p = std::aligned_alloc(kHuge, size);
+  if (p == nullptr) {
+    std::fprintf(stderr, "%s:%d: cannot allocate %zu bytes of KV cache\n", __FILE__, __LINE__, size);
+    std::abort();
+  }
+#ifdef MADV_HUGEPAGE
+  madvise(p, size, MADV_HUGEPAGE);  // a hint: without THP the cache still works on small pages
+#endif
+  // NOTE: zeroed so that a kernel bug reading an unwritten slot gives zeros, not NaNs from garbage.
+  std::memset(p, 0, size);
+  return p;
+}
+
 [[noreturn]] void fail(const char* file, int line, const char* what, int value) {
   std::fprintf(stderr, "%s:%d: %s (%d)\n", file, line, what, value);
   std::abort();
@@ -37,21 +57,17 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.nu
     fail(__FILE__, __LINE__, "int8 KV quant_group must be >= 8 and divide head_dim", quant_group_);
   layer_bytes_ = layer_elems_per_block(config) * kernels::kv_elem_bytes(config.dtype) * config.num_blocks;
   const int64_t total = layer_bytes_ * config.num_layers;
-  data_.reset(new uint8_t[size_t(total)]);
-  // NOTE: zeroed so that a kernel bug reading an unwritten slot gives zeros, not NaNs from garbage.
-  std::memset(data_.get(), 0, size_t(total));
+  data_.reset(static_cast<uint8_t*>(allocate_zeroed_huge(total)));
   layer_scales_ = layer_scales_per_block(config) * config.num_blocks;
-  if (layer_scales_ > 0) {
-    const size_t n = size_t(layer_scales_ * config.num_layers);
-    scales_.reset(new float[n]);
-    std::memset(scales_.get(), 0, n * 4);
-  }
+  if (layer_scales_ > 0) scales_.reset(static_cast<float*>(allocate_zeroed_huge(layer_scales_ * config.num_layers * 4)));
   const float preset =
       kernels::kv_has_static_scale(config.dtype) && config.static_amax > 0.0f
           ? kernels::kv_static_scale_for_amax(config.dtype, config.static_amax)
           : 0.0f;
   static_scales_.assign(size_t(config.num_layers) * 2, preset);
 }
+
+void KvCache::FreeDeleter::operator()(void* p) const { std::free(p); }
 
 int64_t KvCache::bytes_per_block() const { return block_bytes_one_layer(config_) * config_.num_layers; }
 

@@ -62,10 +62,15 @@ class KvCache {
   KvCacheConfig config_;
   BlockPool pool_;
   int64_t layer_bytes_ = 0;  // [num_blocks, 2, Nkv, block_size, H] elements of dtype
-  std::unique_ptr<uint8_t[]> data_;
+  struct FreeDeleter {
+    void operator()(void* p) const;
+  };
+  // NOTE: 2 MiB aligned and advised as transparent huge pages: a head's rows of one block are one 4 KiB
+  // page, so with small pages every 16 tokens of a decode read are a TLB miss (int8 decode: 20% slower).
+  std::unique_ptr<uint8_t[], FreeDeleter> data_;
   int quant_group_ = 0;                 // Int8: channels per scale; 0 for the other dtypes
   int64_t layer_scales_ = 0;            // Int8: [num_blocks, 2, Nkv, block_size, H / quant_group] floats
-  std::unique_ptr<float[]> scales_;     // [num_layers] x layer_scales_
+  std::unique_ptr<float[], FreeDeleter> scales_;  // [num_layers] x layer_scales_
   std::vector<float> static_scales_;    // [num_layers, 2] Int8Static / Fp8*: K, V quant_orig scales, 0 = unset
 };
 

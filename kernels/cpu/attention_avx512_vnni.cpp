@@ -71,7 +71,7 @@ struct IntTile {
     constexpr int KB = 16 / QB;
     const int D = a.head_dim;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
-      if (r0 == 0) F::prefetch_next(a, j0, j0 + KB);
+      if (r0 == 0) F::prefetch_share(a, j0, j0 + KB, n_pad);
       __m512i acc[QB * KB];
 #pragma GCC unroll 16
       for (int x = 0; x < QB * KB; ++x) acc[x] = _mm512_setzero_si512();
@@ -182,7 +182,6 @@ struct IntTile {
       r0 += 2;
     }
     if (r0 < R) score_block<1>(a, krows, q16, r0, n_pad, sc);
-    F::prefetch_next(a, n_pad, a.next_num_keys);
 
     for (int r = 0; r < R; ++r) {
       float* s = sc + int64_t(r) * kKvTile;

@@ -1,8 +1,10 @@
-// Generation-phase attention: one query row per sequence, all G query heads of a KV head served by one
-// pass over that head's keys (one QuerySet of G queries). Work items are (sequence, KV head); when there
-// are fewer of them than threads, each item's spans become separate items (split-K, flash-decoding)
-// whose span states are folded afterwards in key order - the same fold the one-item plan does, so both
-// plans give the same bits. Past steps are read through the beam cache indirection when given.
+// Generation-phase attention: one query row per sequence. A work item is a sequence, or one 512-key span
+// of a sequence (split-K, flash-decoding) when there are too few sequences to keep every thread busy;
+// it serves every KV head, each with all its G query heads in one QuerySet, so one pass reads each
+// head's keys once and the blocks of a tile are read (prefetched) front to back. Span items leave their
+// states in a buffer, folded afterwards per (sequence, KV head) in key order - the same fold a whole
+// sequence item does, so both plans give the same bits. Past steps are read through the beam cache
+// indirection when given.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,125 +17,126 @@ namespace inflight::kernels::cpu {
 
 namespace {
 
-// The G queries of sequence s's single row for KV head h, gathered into q ([G, pdim]).
-QuerySet decode_queries(const AttentionParams& p, const RopeTable& rope, int s, int h, float* q, int64_t* total) {
+// Items per thread below which sequences are split into spans (balance: a sequence is a big item).
+constexpr int64_t kMinItemsPerThread = 4;
+
+struct DecodeItem {
+  int seq;
+  int64_t span_first;  // spans [span_first, span_last) of the sequence
+  int64_t span_last;
+  int64_t part;        // first partial-state slot (split items), -1 for a whole sequence
+};
+
+// Every query head of sequence s's row, grouped per KV head: q ([Nq, pdim]) and qs ([Nkv]).
+void decode_queries(const AttentionParams& p, const RopeTable& rope, int s, float* q, std::vector<QuerySet>* qs,
+                    int64_t* total) {
   const int G = p.num_q_heads / p.num_kv_heads;
-  const int64_t row = p.q_start[s];
-  const int64_t pos = p.past_len[s];
+  const int64_t row = p.q_start[s], pos = p.past_len[s];
   *total = pos + 1;
-  QuerySet qs;
-  qs.num = G;
-  qs.q = q;
-  gather_query_heads(p, rope, row, h * G, G, q);
+  gather_query_heads(p, rope, row, 0, p.num_q_heads, q);
   int64_t lo, hi;
   visible_keys(p, pos, *total, &lo, &hi);
-  for (int g = 0; g < G; ++g) {
-    qs.lo[g] = lo;
-    qs.hi[g] = hi;
-    qs.mask_key0[g] = mask_key0(p, s, h * G + g, 0);
+  qs->resize(size_t(p.num_kv_heads));
+  for (int h = 0; h < p.num_kv_heads; ++h) {
+    QuerySet& set = (*qs)[size_t(h)];
+    set.num = G;
+    set.q = q + int64_t(h) * G * padded_dim(p.head_dim);
+    for (int g = 0; g < G; ++g) {
+      set.lo[g] = lo;
+      set.hi[g] = hi;
+      set.mask_key0[g] = mask_key0(p, s, h * G + g, 0);
+    }
   }
-  return qs;
 }
 
 float* out_head(const AttentionParams& p, int s, int head) {
   return p.out + int64_t(p.q_start[s]) * p.num_q_heads * p.head_dim_v + int64_t(head) * p.head_dim_v;
 }
 
-// One (sequence, KV head), all spans in order.
-void decode_item(const AttentionParams& p, const RopeTable& rope, int s, int h) {
-  const int G = p.num_q_heads / p.num_kv_heads;
+// Runs one item. Whole sequence: folds span states into row states and writes the output. Split: writes
+// the span's states to parts ([item spans, Nq, pdim_v + 2]: o, then m, d).
+void decode_item(const AttentionParams& p, const RopeTable& rope, const DecodeItem& item, float* parts) {
+  const int Nq = p.num_q_heads, Nkv = p.num_kv_heads, G = Nq / Nkv;
   const int pdim = padded_dim(p.head_dim), pdim_v = padded_dim(p.head_dim_v);
-  float* buf = thread_workspace().get(int64_t(G) * (pdim + 2 * pdim_v) + span_scratch_floats(p, G) + 16);
-  float* q = buf;                                 // [G, pdim]
-  float* row_o = q + int64_t(G) * pdim;           // [G, pdim_v]
-  float* span_o = row_o + int64_t(G) * pdim_v;    // [G, pdim_v]
-  float* scratch = span_o + int64_t(G) * pdim_v;
+  const int64_t stride = pdim_v + 2;  // floats per partial state
+  float* buf = thread_workspace().get(int64_t(Nq) * (pdim + 2 * pdim_v) + span_scratch_floats(p, G) + 16);
+  float* q = buf;                                 // [Nq, pdim]
+  float* row_o = q + int64_t(Nq) * pdim;          // [Nq, pdim_v]
+  float* span_o = row_o + int64_t(Nq) * pdim_v;   // [Nq, pdim_v]
+  float* scratch = span_o + int64_t(Nq) * pdim_v;
+  thread_local std::vector<QuerySet> qs;
+  thread_local std::vector<SoftmaxState> row_states, span_states;  // [Nq]
+  thread_local std::vector<HeadWork> work;                         // [Nkv]
   int64_t total;
-  const QuerySet qs = decode_queries(p, rope, s, h, q, &total);
-  SoftmaxState row_states[kMaxTileQueries], span_states[kMaxTileQueries];
-  for (int g = 0; g < G; ++g) {
-    row_states[g].o = row_o + int64_t(g) * pdim_v;
-    span_states[g].o = span_o + int64_t(g) * pdim_v;
-    reset_state(row_states[g], pdim_v);
+  decode_queries(p, rope, item.seq, q, &qs, &total);
+  row_states.resize(size_t(Nq));
+  span_states.resize(size_t(Nq));
+  work.resize(size_t(Nkv));
+  for (int n = 0; n < Nq; ++n) {
+    row_states[size_t(n)].o = row_o + int64_t(n) * pdim_v;
+    reset_state(row_states[size_t(n)], pdim_v);
   }
-  int64_t first, last;
-  span_range(qs, &first, &last);
-  for (int64_t sp = first; sp < last; ++sp) {
-    for (int g = 0; g < G; ++g) reset_state(span_states[g], pdim_v);
-    attend_span(p, s, h, total, qs, sp * kKvSpan, span_states, scratch);
-    for (int g = 0; g < G; ++g) merge_state(row_states[g], span_states[g], pdim_v);
+  for (int h = 0; h < Nkv; ++h) work[size_t(h)] = {h, &qs[size_t(h)], &span_states[size_t(h) * G]};
+  for (int64_t sp = item.span_first; sp < item.span_last; ++sp) {
+    float* part = item.part >= 0 ? parts + (item.part + sp - item.span_first) * Nq * stride : nullptr;
+    for (int n = 0; n < Nq; ++n) {
+      span_states[size_t(n)].o = part != nullptr ? part + n * stride : span_o + int64_t(n) * pdim_v;
+      reset_state(span_states[size_t(n)], pdim_v);
+    }
+    attend_span(p, item.seq, total, work.data(), Nkv, sp * kKvSpan, scratch);
+    for (int n = 0; n < Nq; ++n) {
+      if (part != nullptr) {
+        part[n * stride + pdim_v] = span_states[size_t(n)].m;
+        part[n * stride + pdim_v + 1] = span_states[size_t(n)].d;
+      } else {
+        merge_state(row_states[size_t(n)], span_states[size_t(n)], pdim_v);
+      }
+    }
   }
-  for (int g = 0; g < G; ++g) write_state(row_states[g], out_head(p, s, h * G + g), p.head_dim_v);
-}
-
-// One span of one (sequence, KV head): writes G states to part ([G, pdim_v + 2]: o, then m, d).
-void decode_span(const AttentionParams& p, const RopeTable& rope, int s, int h, int64_t span, float* part) {
-  const int G = p.num_q_heads / p.num_kv_heads;
-  const int pdim = padded_dim(p.head_dim), pdim_v = padded_dim(p.head_dim_v);
-  float* buf = thread_workspace().get(int64_t(G) * pdim + span_scratch_floats(p, G) + 16);
-  float* q = buf;  // [G, pdim]
-  float* scratch = q + int64_t(G) * pdim;
-  int64_t total;
-  const QuerySet qs = decode_queries(p, rope, s, h, q, &total);
-  SoftmaxState states[kMaxTileQueries];
-  for (int g = 0; g < G; ++g) {
-    states[g].o = part + int64_t(g) * (pdim_v + 2);
-    reset_state(states[g], pdim_v);
-  }
-  attend_span(p, s, h, total, qs, span * kKvSpan, states, scratch);
-  for (int g = 0; g < G; ++g) {
-    part[int64_t(g) * (pdim_v + 2) + pdim_v] = states[g].m;
-    part[int64_t(g) * (pdim_v + 2) + pdim_v + 1] = states[g].d;
-  }
+  if (item.part < 0)
+    for (int n = 0; n < Nq; ++n) write_state(row_states[size_t(n)], out_head(p, item.seq, n), p.head_dim_v);
 }
 
 }  // namespace
 
 void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const RopeTable& rope) {
-  const int Nkv = p.num_kv_heads;
-  const int64_t num_items = int64_t(seqs.size()) * Nkv;
-  ThreadPool& pool = compute_pool();
-  if (num_items >= pool.num_threads()) {
-    pool.run(num_items, [&](int64_t i) { decode_item(p, rope, seqs[size_t(i / Nkv)], int(i % Nkv)); });
-    return;
-  }
-
-  // Split-K: one task per (sequence, KV head, span it sees), then a fold per (sequence, KV head).
-  const int G = p.num_q_heads / Nkv;
+  const int Nq = p.num_q_heads;
   const int pdim_v = padded_dim(p.head_dim_v);
-  struct SpanTask {
-    int seq_index;
-    int kv_head;
-    int64_t span;
-  };
-  std::vector<SpanTask> tasks;
-  std::vector<int64_t> first_task(size_t(num_items) + 1, 0);  // [num_items + 1] into tasks
-  for (int64_t i = 0; i < num_items; ++i) {
-    const int s = seqs[size_t(i / Nkv)];
+  ThreadPool& pool = compute_pool();
+  std::vector<DecodeItem> items;
+  const bool split = int64_t(seqs.size()) < kMinItemsPerThread * pool.num_threads();
+  int64_t num_parts = 0;
+  std::vector<int64_t> first_part;  // [seqs] first partial slot of each split sequence
+  for (int s : seqs) {
     int64_t lo, hi;
     visible_keys(p, p.past_len[s], p.past_len[s] + 1, &lo, &hi);
-    if (lo < hi)
-      for (int64_t sp = lo / kKvSpan; sp * kKvSpan < hi; ++sp) tasks.push_back({int(i / Nkv), int(i % Nkv), sp});
-    first_task[size_t(i) + 1] = int64_t(tasks.size());
-  }
-  const int64_t part_floats = int64_t(G) * (pdim_v + 2);
-  std::vector<float> parts(size_t(tasks.size()) * size_t(part_floats));  // [num_tasks, G, pdim_v + 2]
-  pool.run(int64_t(tasks.size()), [&](int64_t t) {
-    const SpanTask& task = tasks[size_t(t)];
-    decode_span(p, rope, seqs[size_t(task.seq_index)], task.kv_head, task.span, &parts[size_t(t * part_floats)]);
-  });
-  pool.run(num_items, [&](int64_t i) {
-    const int s = seqs[size_t(i / Nkv)], h = int(i % Nkv);
-    std::vector<float> row_o(size_t(G) * pdim_v);  // [G, pdim_v]
-    for (int g = 0; g < G; ++g) {
-      SoftmaxState row{&row_o[size_t(g) * pdim_v], 0.0f, 0.0f};
-      reset_state(row, pdim_v);
-      for (int64_t t = first_task[size_t(i)]; t < first_task[size_t(i) + 1]; ++t) {
-        float* part = &parts[size_t(t * part_floats + g * (pdim_v + 2))];
-        merge_state(row, SoftmaxState{part, part[pdim_v], part[pdim_v + 1]}, pdim_v);
-      }
-      write_state(row, out_head(p, s, h * G + g), p.head_dim_v);
+    const int64_t first = lo < hi ? lo / kKvSpan : 0, last = lo < hi ? (hi + kKvSpan - 1) / kKvSpan : 0;
+    first_part.push_back(num_parts);
+    if (!split) {
+      items.push_back({s, first, last, -1});
+      continue;
     }
+    for (int64_t sp = first; sp < last; ++sp) items.push_back({s, sp, sp + 1, num_parts + sp - first});
+    num_parts += last - first;
+  }
+  const int64_t stride = pdim_v + 2;
+  std::vector<float> parts(size_t(num_parts * Nq * stride));  // [num_parts, Nq, pdim_v + 2]
+  pool.run(int64_t(items.size()), [&](int64_t i) { decode_item(p, rope, items[size_t(i)], parts.data()); });
+  if (!split) return;
+
+  // Fold the span states of each (sequence, query head) in key order.
+  pool.run(int64_t(seqs.size()) * Nq, [&](int64_t i) {
+    const size_t k = size_t(i / Nq);
+    const int s = seqs[k], n = int(i % Nq);
+    const int64_t end = k + 1 < seqs.size() ? first_part[k + 1] : num_parts;
+    std::vector<float> row_o(static_cast<size_t>(pdim_v));  // [pdim_v]
+    SoftmaxState row{row_o.data(), 0.0f, 0.0f};
+    reset_state(row, pdim_v);
+    for (int64_t t = first_part[k]; t < end; ++t) {
+      float* part = &parts[size_t((t * Nq + n) * stride)];
+      merge_state(row, SoftmaxState{part, part[pdim_v], part[pdim_v + 1]}, pdim_v);
+    }
+    write_state(row, out_head(p, s, n), p.head_dim_v);
   });
 }
 

@@ -54,14 +54,25 @@ void visible_keys(const AttentionParams& p, int64_t pos, int64_t total, int64_t*
 // Mask element of key 0 for sequence s, query head h, the sequence's query row i; nullptr without a mask.
 const void* mask_key0(const AttentionParams& p, int s, int h, int64_t i);
 
-// Floats of scratch attend_span needs for R queries (the tile's and the tile states').
+// Floats of scratch attend_span needs for at most R queries per head (the tile's and the tile states').
 int64_t span_scratch_floats(const AttentionParams& p, int num_queries);
 
-// span[r] <- the fold of the tile states of keys [span_begin, span_begin + kKvSpan) of sequence `seq`
-// (total keys `total`) for query r, tiles in key order, skipping tiles no query sees. span[r] must
-// come in empty. scratch: span_scratch_floats(p, qs.num) floats, 64-byte aligned.
-void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, const QuerySet& qs,
-                 int64_t span_begin, SoftmaxState* span, float* scratch);
+// One KV head's share of a span fold: its queries and the states they fold into.
+struct HeadWork {
+  int kv_head = 0;
+  const QuerySet* qs = nullptr;
+  SoftmaxState* span = nullptr;  // [qs->num], empty on entry
+};
+
+// For each head of `heads`: span[r] <- the fold of the tile states of keys [span_begin, span_begin +
+// kKvSpan) of sequence `seq` (total keys `total`) for query r, tiles in key order (the heads one after
+// the other within a tile), skipping tiles no query of the head sees. While a tile is attended, the
+// next one is prefetched: when `heads` covers every KV head (decode), as whole blocks in address order,
+// shared out over the heads' tile calls, so DRAM sees one stream per sequence instead of a 4 KiB piece
+// per head and block; otherwise (context, beams, blocks larger than a tile) row by row.
+// scratch: span_scratch_floats(p, max R) floats, 64-byte aligned.
+void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWork* heads, int num_heads,
+                 int64_t span_begin, float* scratch);
 
 // The first and one-past-last span index any query of qs sees.
 void span_range(const QuerySet& qs, int64_t* first, int64_t* last);

@@ -198,6 +198,40 @@ void fill_tile_rows(const AttentionParams& p, int seq, int kv_head, int64_t t0, 
   }
 }
 
+// Chunks of kPrefetchChunkBytes covering [start, start + bytes).
+void add_chunks(const void* start, int64_t bytes, std::vector<const char*>* out) {
+  const auto* c = static_cast<const char*>(start);
+  for (int64_t b = 0; b < bytes; b += kPrefetchChunkBytes) out->push_back(c + b);
+}
+
+// The memory of keys [t0, t0 + n) of sequence `seq`: whole blocks (every head, K and V, then their
+// scales) in block order. False when a block is larger than a tile or beams scatter the keys.
+bool block_chunks(const AttentionParams& p, int seq, int64_t t0, int n, std::vector<const char*>* out) {
+  const PagedKvView& kv = p.kv;
+  if (p.cache_indir != nullptr || kv.block_size > kKvTile) return false;
+  const int64_t row_bytes = int64_t(kv.head_dim) * kv_elem_bytes(kv.dtype);
+  const int64_t rows_per_block = 2 * int64_t(kv.num_kv_heads) * kv.block_size;
+  for (int64_t pos = t0; pos < t0 + n; pos += kv.block_size) {
+    const int64_t block = kv.block_of(seq, pos);
+    add_chunks(kv.row(block, 0, 0, 0), rows_per_block * row_bytes, out);
+    if (kv.scales != nullptr) add_chunks(kv.row_scales(block, 0, 0, 0).group, rows_per_block * kv.num_scale_groups() * 4, out);
+  }
+  return true;
+}
+
+// The K and V rows (and Int8 group scales) of one head's tile.
+void row_chunks(const AttentionParams& p, const TileRows& rows, std::vector<const char*>* out) {
+  const int64_t row_bytes = int64_t(p.kv.head_dim) * kv_elem_bytes(p.kv.dtype);
+  for (int j = 0; j < rows.num; ++j) {
+    add_chunks(rows.k[j], row_bytes, out);
+    add_chunks(rows.v[j], row_bytes, out);
+    if (p.kv.scales != nullptr && (j == 0 || rows.k_scales[j] != rows.k_scales[j - 1] + p.kv.num_scale_groups())) {
+      add_chunks(rows.k_scales[j], 4, out);
+      add_chunks(rows.v_scales[j], 4, out);
+    }
+  }
+}
+
 }  // namespace
 
 int64_t span_scratch_floats(const AttentionParams& p, int num_queries) {
@@ -205,34 +239,34 @@ int64_t span_scratch_floats(const AttentionParams& p, int num_queries) {
          tile_scratch_floats(num_queries, p.head_dim, p.head_dim_v);
 }
 
-void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, const QuerySet& qs,
-                 int64_t span_begin, SoftmaxState* span, float* scratch) {
-  const PagedKvView& kv = p.kv;
-  const int R = qs.num;
+void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWork* heads, int num_heads,
+                 int64_t span_begin, float* scratch) {
+  int max_r = 0;
+  for (int i = 0; i < num_heads; ++i) max_r = std::max(max_r, heads[i].qs->num);
   const int pdim_v = padded_dim(p.head_dim_v);
   float* tile_o = scratch;                            // [R, pdim_v]
-  float* tile_m = tile_o + int64_t(R) * pdim_v;       // [R]
-  float* tile_d = tile_m + R;                         // [R]
-  float* tile_scratch = tile_d + R;
+  float* tile_m = tile_o + int64_t(max_r) * pdim_v;   // [R]
+  float* tile_d = tile_m + max_r;                     // [R]
+  float* tile_scratch = tile_d + max_r;
   tile_scratch += (16 - (tile_scratch - scratch) % 16) % 16;  // 64-byte aligned like scratch
 
-  TileRows rows[2];  // the tile being attended and the next one, which the tile routine prefetches
+  TileRows rows;
+  thread_local std::vector<const char*> chunks;  // the next tile's prefetch chunks
   int lo[kMaxTileQueries], hi[kMaxTileQueries];
   const void* mask_rows[kMaxTileQueries];
   const int64_t mask_elem = p.mask.kind == MaskKind::Bool ? 1 : 4;
   const AttendTileFn attend = attend_tile_fn();
+  const bool all_heads = num_heads == p.num_kv_heads;
 
   TileArgs a;
-  a.num_queries = R;
-  a.q = qs.q;
   a.head_dim = p.head_dim;
   a.head_dim_v = p.head_dim_v;
   a.scale = p.effective_scale();
   a.softcap = p.softcap;
-  a.dtype = kv.dtype;
-  a.quant_group = kv.quant_group;
-  a.quant_orig_k = kv.quant_orig_scale[0];
-  a.quant_orig_v = kv.quant_orig_scale[1];
+  a.dtype = p.kv.dtype;
+  a.quant_group = p.kv.quant_group;
+  a.quant_orig_k = p.kv.quant_orig_scale[0];
+  a.quant_orig_v = p.kv.quant_orig_scale[1];
   a.lo = lo;
   a.hi = hi;
   a.mask_kind = p.mask.kind;
@@ -243,46 +277,53 @@ void attend_span(const AttentionParams& p, int seq, int kv_head, int64_t total, 
   a.scratch = tile_scratch;
 
   const int64_t span_end = std::min<int64_t>(span_begin + kKvSpan, total);
-  int cur = 0;
-  bool have_cur = false;  // rows[cur] already holds the tile at t0
   for (int64_t t0 = span_begin; t0 < span_end; t0 += kKvTile) {
     const int n = int(std::min<int64_t>(kKvTile, total - t0));
-    bool any = false;
-    for (int r = 0; r < R; ++r) {
-      lo[r] = int(std::clamp<int64_t>(qs.lo[r] - t0, 0, n));
-      hi[r] = int(std::clamp<int64_t>(qs.hi[r] - t0, 0, n));
-      any |= lo[r] < hi[r];
-      mask_rows[r] = qs.mask_key0[r] == nullptr
-                         ? nullptr
-                         : static_cast<const uint8_t*>(qs.mask_key0[r]) + t0 * mask_elem;
-    }
-    if (!any) {
-      have_cur = false;
-      continue;
-    }
-    if (!have_cur) fill_tile_rows(p, seq, kv_head, t0, n, &rows[cur]);
     // NOTE: a head's 16-token block row is one 4 KiB page for f16 / 128 features, and the next block is
     // 64 KiB away: hardware prefetchers stop at page ends (measured: half the bandwidth without this),
-    // so the tile routine prefetches the next tile by hand, even across the span's end.
+    // so the next tile is prefetched by hand, even across the span's end.
     const int64_t t1 = t0 + kKvTile;
-    have_cur = t1 < total;
-    if (have_cur) fill_tile_rows(p, seq, kv_head, t1, int(std::min<int64_t>(kKvTile, total - t1)), &rows[1 - cur]);
-    a.next_k_rows = rows[1 - cur].k;
-    a.next_v_rows = rows[1 - cur].v;
-    a.next_k_scales = rows[1 - cur].k_scales;
-    a.next_v_scales = rows[1 - cur].v_scales;
-    a.next_num_keys = have_cur ? rows[1 - cur].num : 0;
-    a.num_keys = n;
-    a.k_rows = rows[cur].k;
-    a.v_rows = rows[cur].v;
-    a.k_scales = rows[cur].k_scales;
-    a.v_scales = rows[cur].v_scales;
-    attend(a);
-    for (int r = 0; r < R; ++r) {
-      const SoftmaxState t{tile_o + int64_t(r) * pdim_v, tile_m[r], tile_d[r]};
-      merge_state(span[r], t, pdim_v);
+    const int n1 = int(std::clamp<int64_t>(total - t1, 0, kKvTile));
+    chunks.clear();
+    const bool by_block = all_heads && n1 > 0 && block_chunks(p, seq, t1, n1, &chunks);
+    for (int i = 0; i < num_heads; ++i) {
+      const QuerySet& qs = *heads[i].qs;
+      const int R = qs.num;
+      bool any = false;
+      for (int r = 0; r < R; ++r) {
+        lo[r] = int(std::clamp<int64_t>(qs.lo[r] - t0, 0, n));
+        hi[r] = int(std::clamp<int64_t>(qs.hi[r] - t0, 0, n));
+        any |= lo[r] < hi[r];
+        mask_rows[r] = qs.mask_key0[r] == nullptr
+                           ? nullptr
+                           : static_cast<const uint8_t*>(qs.mask_key0[r]) + t0 * mask_elem;
+      }
+      if (!any) continue;
+      if (!by_block) {
+        chunks.clear();
+        if (n1 > 0) {
+          fill_tile_rows(p, seq, heads[i].kv_head, t1, n1, &rows);
+          row_chunks(p, rows, &chunks);
+        }
+      }
+      fill_tile_rows(p, seq, heads[i].kv_head, t0, n, &rows);
+      const int c0 = by_block ? int(int64_t(chunks.size()) * i / num_heads) : 0;
+      const int c1 = by_block ? int(int64_t(chunks.size()) * (i + 1) / num_heads) : int(chunks.size());
+      a.prefetch = chunks.data() + c0;
+      a.num_prefetch = c1 - c0;
+      a.num_queries = R;
+      a.q = qs.q;
+      a.num_keys = n;
+      a.k_rows = rows.k;
+      a.v_rows = rows.v;
+      a.k_scales = rows.k_scales;
+      a.v_scales = rows.v_scales;
+      attend(a);
+      for (int r = 0; r < R; ++r) {
+        const SoftmaxState t{tile_o + int64_t(r) * pdim_v, tile_m[r], tile_d[r]};
+        merge_state(heads[i].span[r], t, pdim_v);
+      }
     }
-    cur = 1 - cur;
   }
 }
 
