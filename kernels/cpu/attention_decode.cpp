@@ -1,10 +1,10 @@
-// Generation-phase attention: one query row per sequence. A work item is a sequence, or one 512-key span
-// of a sequence (split-K, flash-decoding) when there are too few sequences to keep every thread busy;
-// it serves every KV head, each with all its G query heads in one QuerySet, so one pass reads each
-// head's keys once and the blocks of a tile are read (prefetched) front to back. Span items leave their
-// states in a buffer, folded afterwards per (sequence, KV head) in key order - the same fold a whole
-// sequence item does, so both plans give the same bits. Past steps are read through the beam cache
-// indirection when given.
+// Generation-phase attention: one query row per sequence. A work item is a sequence, or, when there are
+// too few sequences to keep every thread busy, one 512-key span of a sequence for a group of its KV heads
+// (split-K, flash-decoding). An item serves each of its KV heads with all G query heads of that head in one
+// QuerySet, so one pass reads each head's keys once; with every head in the item, the blocks of the next
+// tile are prefetched front to back. Span items leave their states in a buffer, folded afterwards per
+// (sequence, query head) in key order - the same fold a whole-sequence item does, so both plans give the
+// same bits. Past steps are read through the beam cache indirection when given.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -24,23 +24,26 @@ struct DecodeItem {
   int seq;
   int64_t span_first;  // spans [span_first, span_last) of the sequence
   int64_t span_last;
-  int64_t part;        // first partial-state slot (split items), -1 for a whole sequence
+  int head_begin;      // KV heads [head_begin, head_end)
+  int head_end;
+  int64_t part;        // partial-state slot of span_first (split items), -1 for a whole sequence
 };
 
-// Every query head of sequence s's row, grouped per KV head: q ([Nq, pdim]) and qs ([Nkv]).
-void decode_queries(const AttentionParams& p, const RopeTable& rope, int s, float* q, std::vector<QuerySet>* qs,
-                    int64_t* total) {
+// The query heads of KV heads [h0, h1) of sequence s's row, one QuerySet per KV head: q ([(h1 - h0) G,
+// pdim]) and qs ([h1 - h0]).
+void decode_queries(const AttentionParams& p, const RopeTable& rope, int s, int h0, int h1, float* q,
+                    std::vector<QuerySet>* qs, int64_t* total) {
   const int G = p.num_q_heads / p.num_kv_heads;
   const int64_t row = p.q_start[s], pos = p.past_len[s];
   *total = pos + 1;
-  gather_query_heads(p, rope, row, 0, p.num_q_heads, q);
+  gather_query_heads(p, rope, row, h0 * G, (h1 - h0) * G, q);
   int64_t lo, hi;
   visible_keys(p, pos, *total, &lo, &hi);
-  qs->resize(size_t(p.num_kv_heads));
-  for (int h = 0; h < p.num_kv_heads; ++h) {
-    QuerySet& set = (*qs)[size_t(h)];
+  qs->resize(size_t(h1 - h0));
+  for (int h = h0; h < h1; ++h) {
+    QuerySet& set = (*qs)[size_t(h - h0)];
     set.num = G;
-    set.q = q + int64_t(h) * G * padded_dim(p.head_dim);
+    set.q = q + int64_t(h - h0) * G * padded_dim(p.head_dim);
     for (int g = 0; g < G; ++g) {
       set.lo[g] = lo;
       set.hi[g] = hi;
@@ -54,9 +57,11 @@ float* out_head(const AttentionParams& p, int s, int head) {
 }
 
 // Runs one item. Whole sequence: folds span states into row states and writes the output. Split: writes
-// the span's states to parts ([item spans, Nq, pdim_v + 2]: o, then m, d).
+// the span's states to parts ([slots, Nq, pdim_v + 2]: o, then m, d).
 void decode_item(const AttentionParams& p, const RopeTable& rope, const DecodeItem& item, float* parts) {
-  const int Nq = p.num_q_heads, Nkv = p.num_kv_heads, G = Nq / Nkv;
+  const int Nq = p.num_q_heads, G = Nq / p.num_kv_heads;
+  const int Nkv = item.head_end - item.head_begin;  // this item's KV heads
+  const int n0 = item.head_begin * G;               // its first query head
   const int pdim = padded_dim(p.head_dim), pdim_v = padded_dim(p.head_dim_v);
   const int64_t stride = pdim_v + 2;  // floats per partial state
   float* buf = thread_workspace().get(int64_t(Nq) * (pdim + 2 * pdim_v) + span_scratch_floats(p, G) + 16);
@@ -68,23 +73,24 @@ void decode_item(const AttentionParams& p, const RopeTable& rope, const DecodeIt
   thread_local std::vector<SoftmaxState> row_states, span_states;  // [Nq]
   thread_local std::vector<HeadWork> work;                         // [Nkv]
   int64_t total;
-  decode_queries(p, rope, item.seq, q, &qs, &total);
-  row_states.resize(size_t(Nq));
-  span_states.resize(size_t(Nq));
+  decode_queries(p, rope, item.seq, item.head_begin, item.head_end, q, &qs, &total);
+  const int num = Nkv * G;  // query heads of the item
+  row_states.resize(size_t(num));
+  span_states.resize(size_t(num));
   work.resize(size_t(Nkv));
-  for (int n = 0; n < Nq; ++n) {
+  for (int n = 0; n < num; ++n) {
     row_states[size_t(n)].o = row_o + int64_t(n) * pdim_v;
     reset_state(row_states[size_t(n)], pdim_v);
   }
-  for (int h = 0; h < Nkv; ++h) work[size_t(h)] = {h, &qs[size_t(h)], &span_states[size_t(h) * G]};
+  for (int h = 0; h < Nkv; ++h) work[size_t(h)] = {item.head_begin + h, &qs[size_t(h)], &span_states[size_t(h) * G]};
   for (int64_t sp = item.span_first; sp < item.span_last; ++sp) {
-    float* part = item.part >= 0 ? parts + (item.part + sp - item.span_first) * Nq * stride : nullptr;
-    for (int n = 0; n < Nq; ++n) {
+    float* part = item.part >= 0 ? parts + ((item.part + sp - item.span_first) * Nq + n0) * stride : nullptr;
+    for (int n = 0; n < num; ++n) {
       span_states[size_t(n)].o = part != nullptr ? part + n * stride : span_o + int64_t(n) * pdim_v;
       reset_state(span_states[size_t(n)], pdim_v);
     }
     attend_span(p, item.seq, total, work.data(), Nkv, sp * kKvSpan, scratch);
-    for (int n = 0; n < Nq; ++n) {
+    for (int n = 0; n < num; ++n) {
       if (part != nullptr) {
         part[n * stride + pdim_v] = span_states[size_t(n)].m;
         part[n * stride + pdim_v + 1] = span_states[size_t(n)].d;
@@ -94,7 +100,7 @@ void decode_item(const AttentionParams& p, const RopeTable& rope, const DecodeIt
     }
   }
   if (item.part < 0)
-    for (int n = 0; n < Nq; ++n) write_state(row_states[size_t(n)], out_head(p, item.seq, n), p.head_dim_v);
+    for (int n = 0; n < num; ++n) write_state(row_states[size_t(n)], out_head(p, item.seq, n0 + n), p.head_dim_v);
 }
 
 }  // namespace
@@ -103,21 +109,33 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   const int Nq = p.num_q_heads;
   const int pdim_v = padded_dim(p.head_dim_v);
   ThreadPool& pool = compute_pool();
-  std::vector<DecodeItem> items;
-  const bool split = int64_t(seqs.size()) < kMinItemsPerThread * pool.num_threads();
-  int64_t num_parts = 0;
-  std::vector<int64_t> first_part;  // [seqs] first partial slot of each split sequence
+  const int Nkv = p.num_kv_heads;
+  const int64_t target = kMinItemsPerThread * pool.num_threads();
+  const bool split = int64_t(seqs.size()) < target;
+  std::vector<int64_t> span_lo, span_hi;  // [seqs] spans each sequence sees
+  int64_t num_spans = 0;
   for (int s : seqs) {
     int64_t lo, hi;
     visible_keys(p, p.past_len[s], p.past_len[s] + 1, &lo, &hi);
-    const int64_t first = lo < hi ? lo / kKvSpan : 0, last = lo < hi ? (hi + kKvSpan - 1) / kKvSpan : 0;
+    span_lo.push_back(lo < hi ? lo / kKvSpan : 0);
+    span_hi.push_back(lo < hi ? (hi + kKvSpan - 1) / kKvSpan : 0);
+    num_spans += span_hi.back() - span_lo.back();
+  }
+  // Split items: (sequence, span, group of KV heads), heads grouped only as far as needed for `target`.
+  const int num_groups = split ? int(std::clamp<int64_t>((target + num_spans - 1) / std::max<int64_t>(1, num_spans), 1, Nkv)) : 1;
+  std::vector<DecodeItem> items;
+  std::vector<int64_t> first_part;  // [seqs] first partial slot of each split sequence
+  int64_t num_parts = 0;
+  for (size_t k = 0; k < seqs.size(); ++k) {
     first_part.push_back(num_parts);
     if (!split) {
-      items.push_back({s, first, last, -1});
+      items.push_back({seqs[k], span_lo[k], span_hi[k], 0, Nkv, -1});
       continue;
     }
-    for (int64_t sp = first; sp < last; ++sp) items.push_back({s, sp, sp + 1, num_parts + sp - first});
-    num_parts += last - first;
+    for (int64_t sp = span_lo[k]; sp < span_hi[k]; ++sp)
+      for (int g = 0; g < num_groups; ++g)
+        items.push_back({seqs[k], sp, sp + 1, g * Nkv / num_groups, (g + 1) * Nkv / num_groups, num_parts + sp - span_lo[k]});
+    num_parts += span_hi[k] - span_lo[k];
   }
   const int64_t stride = pdim_v + 2;
   std::vector<float> parts(size_t(num_parts * Nq * stride));  // [num_parts, Nq, pdim_v + 2]

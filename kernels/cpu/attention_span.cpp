@@ -198,36 +198,45 @@ void fill_tile_rows(const AttentionParams& p, int seq, int kv_head, int64_t t0, 
   }
 }
 
-// Chunks of kPrefetchChunkBytes covering [start, start + bytes).
-void add_chunks(const void* start, int64_t bytes, std::vector<const char*>* out) {
-  const auto* c = static_cast<const char*>(start);
-  for (int64_t b = 0; b < bytes; b += kPrefetchChunkBytes) out->push_back(c + b);
-}
+// prefetcht1 of the line at p (inline asm: GCC 12 may delete __builtin_prefetch, attention_tile_impl.h).
+inline void prefetch_line(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
 
-// The memory of keys [t0, t0 + n) of sequence `seq`: whole blocks (every head, K and V, then their
-// scales) in block order. False when a block is larger than a tile or beams scatter the keys.
-bool block_chunks(const AttentionParams& p, int seq, int64_t t0, int n, std::vector<const char*>* out) {
+// What the tiles of one step prefetch for the next tile: memory regions of equal size.
+struct PrefetchPlan {
+  int num = 0;
+  int64_t bytes = 0;                     // per region
+  const char* regions[2 * kKvTile];      // block data (whole blocks) or K / V rows
+};
+
+// The next tile [t0, t0 + n) of sequence `seq` as whole blocks (every head, K and V) in block order, their
+// Int8 scales prefetched right away. False when a block is larger than a tile or beams scatter the keys.
+bool plan_blocks(const AttentionParams& p, int seq, int64_t t0, int n, PrefetchPlan* plan) {
   const PagedKvView& kv = p.kv;
   if (p.cache_indir != nullptr || kv.block_size > kKvTile) return false;
-  const int64_t row_bytes = int64_t(kv.head_dim) * kv_elem_bytes(kv.dtype);
   const int64_t rows_per_block = 2 * int64_t(kv.num_kv_heads) * kv.block_size;
+  plan->num = 0;
+  plan->bytes = rows_per_block * kv.head_dim * kv_elem_bytes(kv.dtype);
   for (int64_t pos = t0; pos < t0 + n; pos += kv.block_size) {
     const int64_t block = kv.block_of(seq, pos);
-    add_chunks(kv.row(block, 0, 0, 0), rows_per_block * row_bytes, out);
-    if (kv.scales != nullptr) add_chunks(kv.row_scales(block, 0, 0, 0).group, rows_per_block * kv.num_scale_groups() * 4, out);
+    plan->regions[plan->num++] = static_cast<const char*>(kv.row(block, 0, 0, 0));
+    if (kv.scales != nullptr) {
+      const auto* sc = reinterpret_cast<const char*>(kv.row_scales(block, 0, 0, 0).group);
+      for (int64_t b = 0; b < rows_per_block * kv.num_scale_groups() * 4; b += 64) prefetch_line(sc + b);
+    }
   }
   return true;
 }
 
-// The K and V rows (and Int8 group scales) of one head's tile.
-void row_chunks(const AttentionParams& p, const TileRows& rows, std::vector<const char*>* out) {
-  const int64_t row_bytes = int64_t(p.kv.head_dim) * kv_elem_bytes(p.kv.dtype);
+// One head's next tile as its K and V rows, their Int8 scales prefetched right away.
+void plan_rows(const AttentionParams& p, const TileRows& rows, PrefetchPlan* plan) {
+  plan->num = 0;
+  plan->bytes = int64_t(p.kv.head_dim) * kv_elem_bytes(p.kv.dtype);
   for (int j = 0; j < rows.num; ++j) {
-    add_chunks(rows.k[j], row_bytes, out);
-    add_chunks(rows.v[j], row_bytes, out);
-    if (p.kv.scales != nullptr && (j == 0 || rows.k_scales[j] != rows.k_scales[j - 1] + p.kv.num_scale_groups())) {
-      add_chunks(rows.k_scales[j], 4, out);
-      add_chunks(rows.v_scales[j], 4, out);
+    plan->regions[plan->num++] = static_cast<const char*>(rows.k[j]);
+    plan->regions[plan->num++] = static_cast<const char*>(rows.v[j]);
+    if (p.kv.scales != nullptr && (j == 0 || (reinterpret_cast<uintptr_t>(rows.k_scales[j]) & 63) == 0)) {
+      prefetch_line(rows.k_scales[j]);
+      prefetch_line(rows.v_scales[j]);
     }
   }
 }
@@ -251,7 +260,7 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
   tile_scratch += (16 - (tile_scratch - scratch) % 16) % 16;  // 64-byte aligned like scratch
 
   TileRows rows;
-  thread_local std::vector<const char*> chunks;  // the next tile's prefetch chunks
+  PrefetchPlan plan;  // the next tile's memory
   int lo[kMaxTileQueries], hi[kMaxTileQueries];
   const void* mask_rows[kMaxTileQueries];
   const int64_t mask_elem = p.mask.kind == MaskKind::Bool ? 1 : 4;
@@ -284,8 +293,8 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
     // so the next tile is prefetched by hand, even across the span's end.
     const int64_t t1 = t0 + kKvTile;
     const int n1 = int(std::clamp<int64_t>(total - t1, 0, kKvTile));
-    chunks.clear();
-    const bool by_block = all_heads && n1 > 0 && block_chunks(p, seq, t1, n1, &chunks);
+    plan.num = 0;
+    const bool by_block = all_heads && n1 > 0 && plan_blocks(p, seq, t1, n1, &plan);
     for (int i = 0; i < num_heads; ++i) {
       const QuerySet& qs = *heads[i].qs;
       const int R = qs.num;
@@ -299,18 +308,18 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
                            : static_cast<const uint8_t*>(qs.mask_key0[r]) + t0 * mask_elem;
       }
       if (!any) continue;
-      if (!by_block) {
-        chunks.clear();
-        if (n1 > 0) {
-          fill_tile_rows(p, seq, heads[i].kv_head, t1, n1, &rows);
-          row_chunks(p, rows, &chunks);
-        }
+      if (!by_block && n1 > 0) {
+        fill_tile_rows(p, seq, heads[i].kv_head, t1, n1, &rows);
+        plan_rows(p, rows, &plan);
       }
       fill_tile_rows(p, seq, heads[i].kv_head, t0, n, &rows);
-      const int c0 = by_block ? int(int64_t(chunks.size()) * i / num_heads) : 0;
-      const int c1 = by_block ? int(int64_t(chunks.size()) * (i + 1) / num_heads) : int(chunks.size());
-      a.prefetch = chunks.data() + c0;
-      a.num_prefetch = c1 - c0;
+      // Whole blocks are shared out over the heads; rows belong to this head.
+      const int64_t plan_bytes = plan.num * plan.bytes;
+      a.prefetch = plan.regions;
+      a.num_prefetch = plan.num;
+      a.prefetch_bytes = plan.bytes;
+      a.prefetch_begin = by_block ? plan_bytes * i / num_heads : 0;
+      a.prefetch_end = by_block ? plan_bytes * (i + 1) / num_heads : plan_bytes;
       a.num_queries = R;
       a.q = qs.q;
       a.num_keys = n;

@@ -24,7 +24,6 @@ inline constexpr int kKvTile = 64;             // keys per tile (one state per q
 inline constexpr int kKvSpan = 512;            // keys per span; a multiple of kKvTile
 inline constexpr int kMaxTileQueries = 64;     // R per tile call
 inline constexpr int kVecPad = 16;             // q / o rows are padded to a multiple of 16 floats
-inline constexpr int kPrefetchChunkBytes = 256;  // 4 cache lines
 
 // NOTE: static (internal linkage): the ISA files call it, and must not emit shared inline code.
 static constexpr int padded_dim(int dim) { return (dim + kVecPad - 1) / kVecPad * kVecPad; }
@@ -65,10 +64,14 @@ struct TileArgs {
   const int* hi = nullptr;                // [R]
   MaskKind mask_kind = MaskKind::None;
   const void* const* mask_rows = nullptr; // [R] mask element of tile key 0 for query r (uint8_t / float)
-  // Optional: memory a later tile will read, as chunks of kPrefetchChunkBytes, brought into L2 a few
-  // at a time while this tile is scored (spread evenly over its key groups).
-  const char* const* prefetch = nullptr;  // [num_prefetch] chunk starts
+  // Optional: memory a later tile will read, brought into L2 a few lines at a time while this tile is
+  // scored (spread evenly over its key groups): bytes [prefetch_begin, prefetch_end) of the regions
+  // laid end to end.
+  const char* const* prefetch = nullptr;  // [num_prefetch] region starts
   int num_prefetch = 0;
+  int64_t prefetch_bytes = 0;             // bytes of each region
+  int64_t prefetch_begin = 0;
+  int64_t prefetch_end = 0;
   // Outputs: the tile state of each query.
   float* o = nullptr;                     // [R, padded_dim(head_dim_v)]
   float* m = nullptr;                     // [R]; -inf when the query sees no key of the tile

@@ -23,6 +23,7 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
 
 #include "kernels/cpu/attention_tile.h"
 
@@ -35,6 +36,8 @@ constexpr float kNegInf = -__builtin_inff();
 // __builtin_prefetch / _mm_prefetch calls in helpers like prefetch_share below.
 // (prefetcht1 measured best: t0 and nta were 30% slower, t2 as fast for f16 but slower for int8.)
 inline void prefetch_l2(const char* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
+inline void prefetch_l1(const char* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
+static const int g_l1 = getenv("L1PF") ? atoi(getenv("L1PF")) : 0;
 
 // The row read for keys past the end of a tile (padding to whole key blocks): zeros, wide enough for
 // any row of up to 1024 f32 features.
@@ -165,12 +168,13 @@ struct TileKernel {
     }
   };
 
-  // Brings the share [from, to) of n_pad key slots of the tile's prefetch chunks towards L2.
+  // Brings the share [from, to) of n_pad key slots of the tile's prefetch bytes towards L2.
   static void prefetch_share(const TileArgs& a, int from, int to, int n_pad) {
     if (a.num_prefetch == 0) return;
-    const int c0 = int(int64_t(a.num_prefetch) * from / n_pad), c1 = int(int64_t(a.num_prefetch) * to / n_pad);
-    for (int c = c0; c < c1; ++c)
-      for (int b = 0; b < kPrefetchChunkBytes; b += 64) prefetch_l2(a.prefetch[c] + b);
+    const int64_t span = a.prefetch_end - a.prefetch_begin;
+    const int64_t b0 = a.prefetch_begin + span * from / n_pad, b1 = a.prefetch_begin + span * to / n_pad;
+    for (int64_t off = b0 & ~int64_t(63); off < b1; off += 64)
+      prefetch_l2(a.prefetch[off / a.prefetch_bytes] + off % a.prefetch_bytes);
   }
 
   // Raw dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc ([R, kKvTile]): QB x KB accumulators,
@@ -180,6 +184,7 @@ struct TileKernel {
     constexpr int KB = W / QB;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
       if (r0 == 0) prefetch_share(a, j0, j0 + KB, n_pad);
+      if (g_l1 && r0 == 0 && j0 + g_l1 * KB < n_pad) for (int t = 0; t < KB; ++t) { const char* r = static_cast<const char*>(k.rows[j0 + g_l1 * KB + t]); for (int b = 0; b < pdim * 2; b += 64) prefetch_l1(r + b); }
       V acc[QB * KB];
 #pragma GCC unroll 16
       for (int x = 0; x < QB * KB; ++x) acc[x] = S::zero();
