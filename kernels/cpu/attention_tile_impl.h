@@ -23,7 +23,6 @@
 #pragma once
 #include <cstdint>
 #include <cstring>
-#include <cstdlib>
 
 #include "kernels/cpu/attention_tile.h"
 
@@ -36,8 +35,6 @@ constexpr float kNegInf = -__builtin_inff();
 // __builtin_prefetch / _mm_prefetch calls in helpers like prefetch_share below.
 // (prefetcht1 measured best: t0 and nta were 30% slower, t2 as fast for f16 but slower for int8.)
 inline void prefetch_l2(const char* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
-inline void prefetch_l1(const char* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
-static const int g_l1 = getenv("L1PF") ? atoi(getenv("L1PF")) : 0;
 
 // The row read for keys past the end of a tile (padding to whole key blocks): zeros, wide enough for
 // any row of up to 1024 f32 features.
@@ -184,7 +181,6 @@ struct TileKernel {
     constexpr int KB = W / QB;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
       if (r0 == 0) prefetch_share(a, j0, j0 + KB, n_pad);
-      if (g_l1 && r0 == 0 && j0 + g_l1 * KB < n_pad) for (int t = 0; t < KB; ++t) { const char* r = static_cast<const char*>(k.rows[j0 + g_l1 * KB + t]); for (int b = 0; b < pdim * 2; b += 64) prefetch_l1(r + b); }
       V acc[QB * KB];
 #pragma GCC unroll 16
       for (int x = 0; x < QB * KB; ++x) acc[x] = S::zero();
