@@ -12,8 +12,9 @@ namespace inflight::kernels::cpu {
 
 namespace {
 
+// One work item: up to 16 query rows of one sequence, all G query heads of one KV head.
 struct RowTile {
-  int seq;
+  int seq;            // sequence index in the batch
   int kv_head;
   int64_t row_begin;  // packed query rows [row_begin, row_end)
   int64_t row_end;
