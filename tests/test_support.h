@@ -1,6 +1,8 @@
 // Helpers shared by the tests: where the reference data lives, scratch folders, file bytes.
 #pragma once
+#include <array>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +10,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <sys/wait.h>
 
 namespace inflight::test {
 
@@ -41,6 +45,25 @@ inline std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
 inline void write_bytes(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {
   std::ofstream f(p, std::ios::binary);
   f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+struct CommandResult {
+  int status = -1;     // exit status; -1 when the command could not run or was killed
+  std::string output;  // stdout, and stderr unless stdout_only
+};
+
+// Runs the `inflight` executable under test with `args` (shell syntax) and waits for it.
+inline CommandResult run_inflight(const std::string& args, bool stdout_only = false) {
+  const std::string cmd = std::string(INFLIGHT_BINARY) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
+  CommandResult r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
 }
 
 }  // namespace inflight::test

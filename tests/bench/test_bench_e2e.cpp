@@ -19,24 +19,6 @@ using namespace inflight::test;
 
 namespace {
 
-struct CommandResult {
-  int status = -1;
-  std::string output;  // stdout and stderr
-};
-
-CommandResult run_inflight(const std::string& args) {
-  const std::string cmd = std::string(INFLIGHT_BINARY) + " " + args + " 2>&1";
-  CommandResult r;
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p);
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
 json read_json(const std::string& path) {
   std::ifstream in(path);
   REQUIRE_MESSAGE(in, path);
