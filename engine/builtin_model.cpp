@@ -80,23 +80,9 @@ struct RandomMatrix {
           }
           break;
         case kernels::DType::Q8_0:
-          quantize_q8_0(row.data(), dst);
+          kernels::quantize_row_q8_0(row.data(), dst, cols);
           break;
       }
-    }
-  }
-
-  // GGML's reference Q8_0: per block of 32, d = max|x| / 127 (stored f16), q = round(x / d).
-  void quantize_q8_0(const float* x, uint8_t* dst) const {
-    for (int64_t b = 0; b < cols / kernels::kQ8BlockSize; ++b, x += kernels::kQ8BlockSize) {
-      float amax = 0.0f;
-      for (int i = 0; i < kernels::kQ8BlockSize; ++i) amax = std::max(amax, std::fabs(x[i]));
-      const float d = amax / 127.0f;
-      const float inv = d != 0.0f ? 1.0f / d : 0.0f;
-      const uint16_t dh = kernels::f32_to_f16(d);
-      uint8_t* block = dst + b * kernels::kQ8BlockBytes;
-      std::memcpy(block, &dh, 2);
-      for (int i = 0; i < kernels::kQ8BlockSize; ++i) block[2 + i] = uint8_t(int8_t(std::lround(x[i] * inv)));
     }
   }
 };
