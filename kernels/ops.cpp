@@ -56,34 +56,14 @@ void apply_rope(const RopeParams& rope, float* x, int64_t row_stride, int num_he
   if (rotary_dim % 2 != 0 || rotary_dim > rope.head_dim) fail(__FILE__, __LINE__, "rope: bad rotary_dim");
   const int num_pairs = rotary_dim / 2;
   std::vector<float> freq(size_t(num_pairs), 0.0f);  // [num_pairs] radians per position
-  for (int i = 0; i < num_pairs; ++i) freq[size_t(i)] = 1.0f / std::pow(rope.theta, float(2 * i) / float(rotary_dim));
+  rope_frequencies(rope, freq.data());
 
   for_each_row(num_tokens, int64_t(num_heads) * rope.head_dim, [&](int64_t t) {
-    // [num_pairs] cos/sin of this token's angles, shared by all heads
+    // [num_pairs, 2] cos/sin of this token's angles, shared by all heads
     thread_local std::vector<float> cos_sin;
     cos_sin.resize(size_t(2 * num_pairs));
-    const float pos = float(positions[t]);
-    for (int i = 0; i < num_pairs; ++i) {
-      const float angle = pos * freq[size_t(i)];
-      cos_sin[size_t(2 * i)] = std::cos(angle);
-      cos_sin[size_t(2 * i + 1)] = std::sin(angle);
-    }
-    for (int h = 0; h < num_heads; ++h) {
-      float* v = x + t * row_stride + int64_t(h) * rope.head_dim;
-      // pair i is (v[a], v[b]); GptJ: a = 2i, b = 2i + 1; NeoX: a = i, b = i + rotary_dim / 2
-      const int step = rope.style == RopeStyle::GptJ ? 2 : 1;
-      const int offset = rope.style == RopeStyle::GptJ ? 1 : num_pairs;
-      for (int i = 0; i < num_pairs; ++i) {
-        const float fcr = cos_sin[size_t(2 * i)];
-        const float fci = cos_sin[size_t(2 * i + 1)];
-        float* a = v + i * step;
-        float* b = a + offset;
-        const float v0 = *a;
-        const float v1 = *b;
-        *a = v0 * fcr - v1 * fci;
-        *b = v0 * fci + v1 * fcr;
-      }
-    }
+    rope_cos_sin(rope, freq.data(), float(positions[t]), cos_sin.data());
+    for (int h = 0; h < num_heads; ++h) rotate_head(rope, cos_sin.data(), x + t * row_stride + int64_t(h) * rope.head_dim);
   });
 }
 

@@ -65,40 +65,20 @@ void RopeTable::build(const AttentionParams& p, int64_t row_begin, int64_t row_e
   rope_.head_dim = p.head_dim;
   num_pairs_ = rope_.rotary_dim / 2;
   row_begin_ = row_begin;
-  // NOTE: the formulas and their float order are kernels::apply_rope's (kernels/ops.cpp).
   std::vector<float> freq(static_cast<size_t>(num_pairs_));  // [num_pairs] radians per position
-  for (int i = 0; i < num_pairs_; ++i)
-    freq[size_t(i)] = 1.0f / std::pow(rope_.theta, float(2 * i) / float(rope_.rotary_dim));
+  rope_frequencies(rope_, freq.data());
   const int64_t num_rows = row_end - row_begin;
   cos_sin_.resize(size_t(std::max<int64_t>(0, num_rows)) * 2 * num_pairs_);
   const int pairs = num_pairs_;
   compute_pool().parallel_for(num_rows, 64, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const float pos = float(p.positions[row_begin + r]);
-      float* cs = &cos_sin_[size_t(r) * 2 * pairs];
-      for (int i = 0; i < pairs; ++i) {
-        const float angle = pos * freq[size_t(i)];
-        cs[2 * i] = std::cos(angle);
-        cs[2 * i + 1] = std::sin(angle);
-      }
-    }
+    for (int64_t r = begin; r < end; ++r)
+      rope_cos_sin(rope_, freq.data(), float(p.positions[row_begin + r]), &cos_sin_[size_t(r) * 2 * pairs]);
   });
 }
 
 void RopeTable::rotate(int64_t row, float* head) const {
   if (num_pairs_ == 0) return;
-  const float* cs = &cos_sin_[size_t(row - row_begin_) * 2 * num_pairs_];
-  // pair i is (head[a], head[b]); GptJ: a = 2i, b = 2i + 1; NeoX: a = i, b = i + rotary_dim / 2
-  const int step = rope_.style == RopeStyle::GptJ ? 2 : 1;
-  const int offset = rope_.style == RopeStyle::GptJ ? 1 : num_pairs_;
-  for (int i = 0; i < num_pairs_; ++i) {
-    const float fcr = cs[2 * i], fci = cs[2 * i + 1];
-    float* a = head + i * step;
-    float* b = a + offset;
-    const float v0 = *a, v1 = *b;
-    *a = v0 * fcr - v1 * fci;
-    *b = v0 * fci + v1 * fcr;
-  }
+  rotate_head(rope_, &cos_sin_[size_t(row - row_begin_) * 2 * num_pairs_], head);
 }
 
 // ---- scratch ----
