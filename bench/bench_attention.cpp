@@ -8,7 +8,8 @@
 //
 // Decode cycles over enough copies of the cache (the layers of a cache::KvCache, allocated like the
 // engine's) to exceed the last-level cache (>= 512 MiB touched per cycle), so its numbers are DRAM
-// numbers, as in a model whose layers' KV do not fit in cache.
+// numbers, as in a model whose layers' KV do not fit in cache. INFLIGHT_BENCH_KV_HOT=1 keeps one copy (the
+// KV stays in cache as far as it fits): the kernels' compute cost without DRAM.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -116,7 +117,7 @@ DecodeSetup& decode_setup(KvDType dtype, int64_t kv_len, int batch) {
   s->max_blocks = int((kv_len + kBlockSize - 1) / kBlockSize);
   cache::KvCacheConfig config{1, kNumKvHeads, kHeadDim, kBlockSize, batch * s->max_blocks, dtype};
   const int64_t copy_bytes = cache::KvCache(config).total_bytes();  // one layer
-  s->num_copies = int(std::max<int64_t>(1, (kColdBytes + copy_bytes - 1) / copy_bytes));
+  s->num_copies = getenv("INFLIGHT_BENCH_KV_HOT") != nullptr ? 1 : int(std::max<int64_t>(1, (kColdBytes + copy_bytes - 1) / copy_bytes));
   config.num_layers = s->num_copies;
   s->kv = std::make_unique<cache::KvCache>(config);
   const int64_t row_bytes = int64_t(kHeadDim) * kv_elem_bytes(dtype);

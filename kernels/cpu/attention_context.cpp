@@ -62,7 +62,7 @@ void attend_row_tile(const AttentionParams& p, const RopeTable& rope, const RowT
   for (int64_t sp = first; sp < last; ++sp) {
     for (int r = 0; r < R; ++r) reset_state(span_states[r], pdim_v);
     const HeadWork work{h, &qs, span_states};
-    attend_span(p, s, total, &work, 1, sp * kKvSpan, scratch);
+    attend_span(p, s, total, &work, 1, sp * kKvSpan, total, scratch);
     for (int r = 0; r < R; ++r) merge_state(row_states[r], span_states[r], pdim_v);
   }
 

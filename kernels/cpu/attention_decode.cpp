@@ -19,6 +19,8 @@ namespace {
 
 // Items per thread below which sequences are split into spans (balance: a sequence is a big item).
 constexpr int64_t kMinItemsPerThread = 4;
+// Split items per thread (whole span ranges).
+constexpr int64_t kSplitItemsPerThread = 2;
 
 struct DecodeItem {
   int seq;
@@ -89,7 +91,7 @@ void decode_item(const AttentionParams& p, const RopeTable& rope, const DecodeIt
       span_states[size_t(n)].o = part != nullptr ? part + n * stride : span_o + int64_t(n) * pdim_v;
       reset_state(span_states[size_t(n)], pdim_v);
     }
-    attend_span(p, item.seq, total, work.data(), Nkv, sp * kKvSpan, scratch);
+    attend_span(p, item.seq, total, work.data(), Nkv, sp * kKvSpan, item.span_last * kKvSpan, scratch);
     for (int n = 0; n < num; ++n) {
       if (part != nullptr) {
         part[n * stride + pdim_v] = span_states[size_t(n)].m;
@@ -123,6 +125,9 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   }
   // Split items: (sequence, span, group of KV heads), heads grouped only as far as needed for `target`.
   const int num_groups = split ? int(std::clamp<int64_t>((target + num_spans - 1) / std::max<int64_t>(1, num_spans), 1, Nkv)) : 1;
+  // Consecutive spans stay in one item, kItemsPerThread items per thread: a thread then streams through
+  // its keys with the next tile prefetched, instead of starting cold at every span.
+  const int64_t chunk = std::max<int64_t>(1, num_spans * num_groups / (kSplitItemsPerThread * pool.num_threads()));
   std::vector<DecodeItem> items;
   std::vector<int64_t> first_part;  // [seqs] first partial slot of each split sequence
   int64_t num_parts = 0;
@@ -132,9 +137,10 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
       items.push_back({seqs[k], span_lo[k], span_hi[k], 0, Nkv, -1});
       continue;
     }
-    for (int64_t sp = span_lo[k]; sp < span_hi[k]; ++sp)
+    for (int64_t sp = span_lo[k]; sp < span_hi[k]; sp += chunk)
       for (int g = 0; g < num_groups; ++g)
-        items.push_back({seqs[k], sp, sp + 1, g * Nkv / num_groups, (g + 1) * Nkv / num_groups, num_parts + sp - span_lo[k]});
+        items.push_back({seqs[k], sp, std::min(sp + chunk, span_hi[k]), g * Nkv / num_groups, (g + 1) * Nkv / num_groups,
+                         num_parts + sp - span_lo[k]});
     num_parts += span_hi[k] - span_lo[k];
   }
   const int64_t stride = pdim_v + 2;

@@ -71,8 +71,9 @@ struct HeadWork {
 // shared out over the heads' tile calls, so DRAM sees one stream per sequence instead of a 4 KiB piece
 // per head and block; otherwise (context, beams, blocks larger than a tile) row by row.
 // scratch: span_scratch_floats(p, max R) floats, 64-byte aligned.
+// Keys at or past prefetch_limit are not prefetched (they belong to another work item).
 void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWork* heads, int num_heads,
-                 int64_t span_begin, float* scratch);
+                 int64_t span_begin, int64_t prefetch_limit, float* scratch);
 
 // The first and one-past-last span index any query of qs sees.
 void span_range(const QuerySet& qs, int64_t* first, int64_t* last);

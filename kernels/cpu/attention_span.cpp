@@ -229,7 +229,7 @@ int64_t span_scratch_floats(const AttentionParams& p, int num_queries) {
 }
 
 void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWork* heads, int num_heads,
-                 int64_t span_begin, float* scratch) {
+                 int64_t span_begin, int64_t prefetch_limit, float* scratch) {
   int max_r = 0;
   for (int i = 0; i < num_heads; ++i) max_r = std::max(max_r, heads[i].qs->num);
   const int pdim_v = padded_dim(p.head_dim_v);
@@ -272,7 +272,7 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
     // 64 KiB away: hardware prefetchers stop at page ends (measured: half the bandwidth without this),
     // so the next tile is prefetched by hand, even across the span's end.
     const int64_t t1 = t0 + kKvTile;  // (measured: 2 or 3 tiles ahead is slower)
-    const int n1 = int(std::clamp<int64_t>(total - t1, 0, kKvTile));
+    const int n1 = int(std::clamp<int64_t>(std::min(total, prefetch_limit) - t1, 0, kKvTile));
     plan.num = 0;
     const bool by_block = all_heads && n1 > 0 && plan_blocks(p, seq, t1, n1, &plan);
     for (int i = 0; i < num_heads; ++i) {
