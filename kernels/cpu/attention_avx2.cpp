@@ -89,5 +89,6 @@ struct Avx2 {
 }  // namespace
 
 void attend_tile_avx2(const TileArgs& a) { TileKernel<Avx2>::attend(a); }
+void merge_state_avx2(SoftmaxState& a, const SoftmaxState& b, int dim) { TileKernel<Avx2>::merge(a, b, dim); }
 
 }  // namespace inflight::kernels::cpu

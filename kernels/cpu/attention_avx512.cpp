@@ -5,5 +5,6 @@
 namespace inflight::kernels::cpu {
 
 void attend_tile_avx512(const TileArgs& a) { TileKernel<Avx512>::attend(a); }
+void merge_state_avx512(SoftmaxState& a, const SoftmaxState& b, int dim) { TileKernel<Avx512>::merge(a, b, dim); }
 
 }  // namespace inflight::kernels::cpu

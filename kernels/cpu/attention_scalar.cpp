@@ -49,5 +49,6 @@ struct Scalar {
 }  // namespace
 
 void attend_tile_scalar(const TileArgs& a) { TileKernel<Scalar>::attend(a); }
+void merge_state_scalar(SoftmaxState& a, const SoftmaxState& b, int dim) { TileKernel<Scalar>::merge(a, b, dim); }
 
 }  // namespace inflight::kernels::cpu

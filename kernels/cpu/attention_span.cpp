@@ -20,18 +20,10 @@ void reset_state(SoftmaxState& s, int dim) {
 }
 
 void merge_state(SoftmaxState& a, const SoftmaxState& b, int dim) {
-  if (!(b.m > -INFINITY)) return;
-  if (!(a.m > -INFINITY)) {
-    std::memcpy(a.o, b.o, size_t(dim) * sizeof(float));
-    a.m = b.m;
-    a.d = b.d;
-    return;
-  }
-  const float m = std::max(a.m, b.m);
-  const float ca = std::exp(a.m - m), cb = std::exp(b.m - m);
-  for (int i = 0; i < dim; ++i) a.o[i] = a.o[i] * ca + b.o[i] * cb;
-  a.d = a.d * ca + b.d * cb;
-  a.m = m;
+  const Isa isa = active_isa();
+  if (isa >= Isa::Avx512) merge_state_avx512(a, b, dim);
+  else if (isa >= Isa::Avx2) merge_state_avx2(a, b, dim);
+  else merge_state_scalar(a, b, dim);
 }
 
 void write_state(const SoftmaxState& s, float* out, int dim) {
@@ -239,8 +231,11 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
   float* tile_scratch = tile_d + max_r;
   tile_scratch += (16 - (tile_scratch - scratch) % 16) % 16;  // 64-byte aligned like scratch
 
-  TileRows rows;
+  TileRows rows, next_rows;
   PrefetchPlan plan;  // the next tile's memory
+  // From one KV head's rows (block, kv, head, slot) to the next head's: [.., num_kv_heads, block_size, dim].
+  const int64_t head_bytes = int64_t(p.kv.block_size) * p.kv.head_dim * kv_elem_bytes(p.kv.dtype);
+  const int64_t head_scales = int64_t(p.kv.block_size) * p.kv.num_scale_groups();
   int lo[kMaxTileQueries], hi[kMaxTileQueries];
   const void* mask_rows[kMaxTileQueries];
   const int64_t mask_elem = p.mask.kind == MaskKind::Bool ? 1 : 4;
@@ -275,6 +270,7 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
     const int n1 = int(std::clamp<int64_t>(std::min(total, prefetch_limit) - t1, 0, kKvTile));
     plan.num = 0;
     const bool by_block = all_heads && n1 > 0 && plan_blocks(p, seq, t1, n1, &plan);
+    int rows_head = -1;  // the KV head `rows` holds
     for (int i = 0; i < num_heads; ++i) {
       const QuerySet& qs = *heads[i].qs;
       const int R = qs.num;
@@ -289,10 +285,16 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
       }
       if (!any) continue;
       if (!by_block && n1 > 0) {
-        fill_tile_rows(p, seq, heads[i].kv_head, t1, n1, &rows);
-        plan_rows(p, rows, &plan);
+        fill_tile_rows(p, seq, heads[i].kv_head, t1, n1, &next_rows);
+        plan_rows(p, next_rows, &plan);
       }
-      fill_tile_rows(p, seq, heads[i].kv_head, t0, n, &rows);
+      // The tile's rows are looked up once, for the first head; head h's rows sit (h - h0) head strides on.
+      if (rows_head < 0) {
+        fill_tile_rows(p, seq, heads[i].kv_head, t0, n, &rows);
+        rows_head = heads[i].kv_head;
+      }
+      a.row_offset = (heads[i].kv_head - rows_head) * head_bytes;
+      a.scale_offset = (heads[i].kv_head - rows_head) * head_scales;
       // Whole blocks are shared out over the heads; rows belong to this head.
       const int64_t plan_bytes = plan.num * plan.bytes;
       a.prefetch = plan.regions;

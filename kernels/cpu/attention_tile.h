@@ -56,6 +56,8 @@ struct TileArgs {
   const void* const* v_rows = nullptr;    // [n]
   const float* const* k_scales = nullptr; // [n] Int8 group scales of each row ([head_dim / quant_group])
   const float* const* v_scales = nullptr; // [n]
+  int64_t row_offset = 0;                 // bytes added to every k_rows / v_rows entry
+  int64_t scale_offset = 0;               // floats added to every k_scales / v_scales entry
   int quant_group = 0;                    // Int8
   float quant_orig_k = 1.0f;              // Int8Static / Fp8*: per-tensor dequant scale of K
   float quant_orig_v = 1.0f;              // and of V
@@ -93,5 +95,9 @@ void attend_tile_avx512(const TileArgs& a);
 void attend_tile_avx512_vnni(const TileArgs& a);
 // The entry point for active_isa().
 AttendTileFn attend_tile_fn();
+// merge_state per ISA (merge_state dispatches on active_isa()).
+void merge_state_scalar(SoftmaxState& a, const SoftmaxState& b, int dim);
+void merge_state_avx2(SoftmaxState& a, const SoftmaxState& b, int dim);
+void merge_state_avx512(SoftmaxState& a, const SoftmaxState& b, int dim);
 
 }  // namespace inflight::kernels::cpu

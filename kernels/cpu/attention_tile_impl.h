@@ -112,7 +112,7 @@ struct TileKernel {
     for (; i < pdim; i += W) S::store(dst + i, S::zero());
   }
 
-  // Stages rows [0, n) of `rows` into dst ([round_up(n, W), pdim]); row scales (Int8 with one group
+  // Stages rows [0, n) of `rows` (pad_rows' output, offsets applied) into dst ([round_up(n, W), pdim]); row scales (Int8 with one group
   // per row) go to row_scale, padded keys get zero rows.
   template <KvDType T>
   static void stage_rows(const TileArgs& a, const void* const* rows, const float* const* scales, int dim,
@@ -121,9 +121,9 @@ struct TileKernel {
     const int n = a.num_keys;
     const bool per_row = T == KvDType::Int8 && a.quant_group == dim;
     for (int j = 0; j < n; ++j) {
-      const float* group = T == KvDType::Int8 && !per_row ? scales[j] : nullptr;
+      const float* group = T == KvDType::Int8 && !per_row ? scales[j] + a.scale_offset : nullptr;
       stage_row<T>(rows[j], dim, pdim, group, a.quant_group, dst + int64_t(j) * pdim);
-      if (per_row) row_scale[j] = scales[j][0];
+      if (per_row) row_scale[j] = scales[j][a.scale_offset];
     }
     const int padded = (n + W - 1) / W * W;
     for (int j = n; j < padded; ++j) {
@@ -287,10 +287,10 @@ struct TileKernel {
   static void pad_rows(const TileArgs& a, const void* const* rows, const float* const* scales, bool per_row,
                        const void** out, float* row_scale) {
     const int n = a.num_keys, n_pad = (n + W - 1) / W * W;
-    for (int j = 0; j < n; ++j) out[j] = rows[j];
+    for (int j = 0; j < n; ++j) out[j] = static_cast<const uint8_t*>(rows[j]) + a.row_offset;
     for (int j = n; j < n_pad; ++j) out[j] = kZeroRow;
     if (per_row) {
-      for (int j = 0; j < n; ++j) row_scale[j] = scales[j][0];
+      for (int j = 0; j < n; ++j) row_scale[j] = scales[j][a.scale_offset];
       for (int j = n; j < n_pad; ++j) row_scale[j] = 0.0f;
     }
   }
@@ -323,7 +323,7 @@ struct TileKernel {
     const void* vrows[kKvTile];
     pad_rows<T>(a, a.k_rows, a.k_scales, per_row, krows, rk);
     if (stage_k) {
-      stage_rows<T>(a, a.k_rows, a.k_scales, a.head_dim, kst, rk);
+      stage_rows<T>(a, krows, a.k_scales, a.head_dim, kst, rk);
       score_all(a, RowSource<T, true>{krows, kst, pdim}, n_pad, pdim, sc);
     } else {
       score_all(a, RowSource<T, false>{krows, kst, pdim}, n_pad, pdim, sc);
@@ -361,7 +361,7 @@ struct TileKernel {
       a.d[r] = S::hsum(sum);
     }
     if (stage_v) {
-      stage_rows<T>(a, a.v_rows, a.v_scales, a.head_dim_v, vst, rv);
+      stage_rows<T>(a, vrows, a.v_scales, a.head_dim_v, vst, rv);
       weigh_all(a, sc, RowSource<T, true>{vrows, vst, pdim_v}, pdim_v);
     } else {
       weigh_all(a, sc, RowSource<T, false>{vrows, vst, pdim_v}, pdim_v);
@@ -372,6 +372,26 @@ struct TileKernel {
           float* o = a.o + int64_t(r) * pdim_v + i;
           S::store(o, S::mul(S::load(o), S::set1(global_v)));
         }
+  }
+
+  // a <- a (+) b (merge_state of attention_tile.h) over dim floats, W at a time. The exps are libm's
+  // expf in every ISA, so only the multiply-adds differ (fused where the ISA has FMA).
+  static void merge(SoftmaxState& a, const SoftmaxState& b, int dim) {
+    if (!(b.m > kNegInf)) return;
+    if (!(a.m > kNegInf)) {
+      std::memcpy(a.o, b.o, size_t(dim) * sizeof(float));
+      a.m = b.m;
+      a.d = b.d;
+      return;
+    }
+    const float m = a.m > b.m ? a.m : b.m;
+    const float ca = __builtin_expf(a.m - m), cb = __builtin_expf(b.m - m);
+    const V vca = S::set1(ca), vcb = S::set1(cb);
+    int i = 0;
+    for (; i + W <= dim; i += W) S::store(a.o + i, S::fmadd(S::load(b.o + i), vcb, S::mul(S::load(a.o + i), vca)));
+    for (; i < dim; ++i) a.o[i] = a.o[i] * ca + b.o[i] * cb;
+    a.d = a.d * ca + b.d * cb;
+    a.m = m;
   }
 
   static void attend(const TileArgs& a) {
