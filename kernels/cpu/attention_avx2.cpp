@@ -73,12 +73,11 @@ struct Avx2 {
   static V widen_i8(const uint8_t* p) {
     return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))));
   }
-  // e4m3 code c -> f16 bits ((c & 0x80) << 8) | ((c & 0x7f) << 7) (kv_dtype.h), value / 256.
+  // e4m3 code c -> f16 bits ((c & 0x80) << 8) | ((c & 0x7f) << 7) (kv_dtype.h), value / 256: the
+  // sign-extended code shifted by 7 has the sign in bits 15 and 14, the magnitude in bits 7-13; clear 14.
   static V widen_e4m3(const uint8_t* p) {
-    const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
-    const __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x80)), 8),
-                                   _mm_slli_epi16(_mm_and_si128(c, _mm_set1_epi16(0x7f)), 7));
-    return _mm256_cvtph_ps(h);
+    const __m128i c = _mm_cvtepi8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+    return _mm256_cvtph_ps(_mm_and_si128(_mm_slli_epi16(c, 7), _mm_set1_epi16(int16_t(0xbfff))));
   }
   static V widen_e5m2(const uint8_t* p) {
     const __m128i c = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));

@@ -89,12 +89,11 @@ struct Avx512 {
   static V widen_i8(const uint8_t* p) {
     return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
   }
-  // e4m3 code c -> f16 bits ((c & 0x80) << 8) | ((c & 0x7f) << 7) (kv_dtype.h), value / 256.
+  // e4m3 code c -> f16 bits ((c & 0x80) << 8) | ((c & 0x7f) << 7) (kv_dtype.h), value / 256: the
+  // sign-extended code shifted by 7 has the sign in bits 15 and 14, the magnitude in bits 7-13; clear 14.
   static V widen_e4m3(const uint8_t* p) {
-    const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-    const __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x80)), 8),
-                                      _mm256_slli_epi16(_mm256_and_si256(c, _mm256_set1_epi16(0x7f)), 7));
-    return _mm512_cvtph_ps(h);
+    const __m256i c = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+    return _mm512_cvtph_ps(_mm256_and_si256(_mm256_slli_epi16(c, 7), _mm256_set1_epi16(int16_t(0xbfff))));
   }
   static V widen_e5m2(const uint8_t* p) {
     const __m256i c = _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
