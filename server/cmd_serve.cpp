@@ -88,7 +88,9 @@ void load(const ServerConfig& config, ServedModel* served) {
   const int max_model_len = config.max_model_len > 0 ? config.max_model_len : c.max_seq_len;
   kernels::KvDType dtype;
   kernels::parse_kv_dtype(config.kv_cache_dtype, &dtype);  // validated with the config
-  cache::KvCacheConfig kv_config{c.num_layers, c.num_kv_heads, c.head_dim, config.kv_block_size, 0, dtype};
+  cache::KvCacheConfig kv_config{c.num_layers,           c.num_kv_heads, c.head_dim, config.kv_block_size, 0, dtype,
+                                 config.kv_quant_group, float(config.kv_static_amax)};
+  if (const std::string err = cache::kv_config_error(kv_config); !err.empty()) throw std::invalid_argument(err);
 
   // The budget, but no more than max_num_seqs full-length sequences can hold at once.
   const int64_t budget = server::parse_memory_size(config.kv_cache_memory, server::physical_memory_bytes());
@@ -235,6 +237,12 @@ void add_serve_command(CLI::App& app) {
                                                 "Prompt + generated tokens per sequence (default: the model's context)");
   add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,
                                                  "KV cache storage dtype (default f32)");
+  add_flag_option<&ServerConfig::kv_quant_group>(cmd, *flags, "--kv-quant-group", v.kv_quant_group,
+                                                 "int8 KV: channels sharing one scale, >= 8 and dividing the head dim "
+                                                 "(default 0 = the head dim)");
+  add_flag_option<&ServerConfig::kv_static_amax>(cmd, *flags, "--kv-static-amax", v.kv_static_amax,
+                                                 "int8-static / fp8 KV: the |K| and |V| mapped to the largest code "
+                                                 "(default 0 = calibrate each layer from the first prefill)");
   add_flag_option<&ServerConfig::kv_cache_memory>(cmd, *flags, "--kv-cache-memory", v.kv_cache_memory,
                                                   "KV cache size: bytes (512M, 2G) or a share of RAM (20%) (default 20%)");
   add_flag_option<&ServerConfig::kv_block_size>(cmd, *flags, "--kv-block-size", v.kv_block_size,

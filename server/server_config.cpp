@@ -33,6 +33,8 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("max_model_len", c.max_model_len);
   fn("max_queue", c.max_queue);
   fn("kv_cache_dtype", c.kv_cache_dtype);
+  fn("kv_quant_group", c.kv_quant_group);
+  fn("kv_static_amax", c.kv_static_amax);
   fn("kv_cache_memory", c.kv_cache_memory);
   fn("kv_block_size", c.kv_block_size);
   fn("enable_prefix_caching", c.enable_prefix_caching);
@@ -127,6 +129,9 @@ void validate(const ServerConfig& c) {
   require(kernels::parse_kv_dtype(c.kv_cache_dtype, &dtype), "kv_cache_dtype: unknown KV cache dtype '" +
                                                                  c.kv_cache_dtype + "' (" +
                                                                  std::string(kernels::kv_dtype_names()) + ")");
+  require(c.kv_quant_group >= 0, "kv_quant_group must be >= 0 (0: the head dim)");
+  require(c.kv_static_amax >= 0 && std::isfinite(c.kv_static_amax),
+          "kv_static_amax must be a finite number >= 0 (0: calibrate from the first prefill)");
   require(c.kv_block_size > 0 && (c.kv_block_size & (c.kv_block_size - 1)) == 0,
           "kv_block_size must be a power of two, got " + std::to_string(c.kv_block_size));
   parse_memory_size(c.kv_cache_memory, int64_t(1) << 30);

@@ -1,12 +1,14 @@
 // `inflight serve` start-up, limits and shutdown, each on its own server: 503 while the model loads, a
-// config file under the flags, the request timeout, the API key (401), a full queue (429), and SIGTERM
-// during a stream (exit 0 within seconds).
+// config file under the flags, the request timeout, the API key (401), a full queue (429), SIGTERM
+// during a stream (exit 0 within seconds), and the quantized-KV settings reaching the cache.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <fstream>
 #include <thread>
 
+#include "engine/generator.h"
+#include "engine/model_loader.h"
 #include "serve_fixture.h"
 
 using namespace inflight::test;
@@ -100,5 +102,40 @@ TEST_SUITE("serve lifecycle") {
     REQUIRE(code.has_value());
     CHECK(*code == 0);
     CHECK(std::chrono::steady_clock::now() - signalled_at < std::chrono::seconds(5));
+  }
+
+  TEST_CASE("--kv-static-amax and --kv-quant-group reach the KV cache; a bad group stops start-up with a clear error") {
+    // A static amax far below the model's K/V values saturates them: the text leaves the f32 golden one,
+    // and equals the same model generating in-process over an int8-static cache with that amax.
+    const GoldenCase g = golden_cases().front();
+    const int n = 32;
+    ServerProcess server({"--model", stories_gguf(), "--kv-cache-memory", "16M", "--kv-cache-dtype", "int8-static",
+                          "--kv-static-amax", "0.05"});
+    REQUIRE(server.wait_ready());
+    const JsonResult r = post_json(server.port(), "/v1/completions",
+                                   {{"prompt", g.prompt_ids}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}});
+    REQUIRE(r.status == 200);
+    const std::string served = r.body["choices"][0]["text"];
+
+    inflight::engine::LoadedModel loaded = inflight::engine::load_model(stories_gguf());
+    inflight::engine::Model model(std::move(loaded.weights));
+    const auto& c = model.config();
+    inflight::cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, 16, 64, inflight::kernels::KvDType::Int8Static,
+                                 0, 0.05f});
+    inflight::engine::GenerateOptions o;
+    o.max_tokens = n;
+    o.sampling.temperature = 0.0f;
+    o.stop_at_eos = false;
+    CHECK(served == inflight::engine::generate(model, kv, loaded.tokenizer, g.prompt_ids, o).text);
+    CHECK(g.generated_text.rfind(served, 0) != 0);  // not a prefix of the f32 text
+
+    // stories260K's head dim is 8: a group of 16 cannot divide it.
+    const CommandResult bad = run_inflight("serve --port 0 --model " + stories_gguf() +
+                                           " --kv-cache-dtype int8 --kv-quant-group 16 --kv-cache-memory 16M");
+    CHECK(bad.status == 1);
+    CHECK(bad.output.find("quant group 16") != std::string::npos);
+    const CommandResult negative = run_inflight("serve --port 0 --kv-static-amax -1");
+    CHECK(negative.status == 1);
+    CHECK(negative.output.find("kv_static_amax") != std::string::npos);
   }
 }
