@@ -8,7 +8,8 @@
 //
 // Sparse mode 0: no mask. Sparse mode 2 (leftUpCausal): query row i of a sequence sees keys j <= i (the
 // training case S_q == S_kv). A negative block index, or one past the sequence's keys, selects nothing.
-// A query that sees no key gets out = 0, softmax_max = -inf, softmax_sum = 0.
+// A query that sees no key gets out = 0, softmax_max = -inf, softmax_sum = 0. q, k, v and out share one
+// dtype (the seed's BF16 / FLOAT16, and F32); scores, softmax and sums are float, out is rounded once.
 #pragma once
 #include <cstdint>
 
@@ -17,10 +18,10 @@
 namespace inflight::kernels {
 
 struct NsaParams {
-  const float* q = nullptr;               // [T_q, num_q_heads, head_dim_qk]
-  const void* k = nullptr;                // [T_kv, num_kv_heads, head_dim_qk] of kv_dtype
-  const void* v = nullptr;                // [T_kv, num_kv_heads, head_dim_v] of kv_dtype
-  KvDType kv_dtype = KvDType::F32;        // F32, F16 or BF16
+  const void* q = nullptr;                // [T_q, num_q_heads, head_dim_qk] of dtype
+  const void* k = nullptr;                // [T_kv, num_kv_heads, head_dim_qk] of dtype
+  const void* v = nullptr;                // [T_kv, num_kv_heads, head_dim_v] of dtype
+  KvDType dtype = KvDType::F32;           // of q, k, v and out: F32, F16 or BF16
   const int32_t* topk_indices = nullptr;  // [T_q, num_kv_heads, selected_block_count] block indices
   const int32_t* cu_seqlens_q = nullptr;  // [batch + 1] cumulative query lengths (actual_seq_qlen)
   const int32_t* cu_seqlens_kv = nullptr; // [batch + 1] cumulative key lengths (actual_seq_kvlen)
@@ -33,7 +34,7 @@ struct NsaParams {
   int selected_block_count = 0;           // <= 32
   float scale = 1.0f;                     // scaleValue
   int sparse_mode = 0;                    // 0: no mask; 2: causal (left-up)
-  float* out = nullptr;                   // [T_q, num_q_heads, head_dim_v]
+  void* out = nullptr;                    // [T_q, num_q_heads, head_dim_v] of dtype
   float* softmax_max = nullptr;           // [T_q, num_q_heads]
   float* softmax_sum = nullptr;           // [T_q, num_q_heads]
 };

@@ -17,7 +17,7 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
   const int G = p.num_q_heads / p.num_kv_heads;
   const int bs = p.selected_block_size, count = p.selected_block_count;
   const int pdim = padded_dim(p.head_dim_qk), pdim_v = padded_dim(p.head_dim_v);
-  const int eb = kv_elem_bytes(p.kv_dtype);
+  const int eb = kv_elem_bytes(p.dtype);
   const int64_t i = t - p.cu_seqlens_q[b];
   const int64_t kv0 = p.cu_seqlens_kv[b], kv_len = p.cu_seqlens_kv[b + 1] - kv0;
   const auto* kbase = static_cast<const uint8_t*>(p.k);
@@ -35,8 +35,8 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
 
   for (int g = 0; g < G; ++g) {
     float* d = q + int64_t(g) * pdim;
-    const float* src = p.q + (t * p.num_q_heads + h * G + g) * p.head_dim_qk;
-    std::copy(src, src + p.head_dim_qk, d);
+    const auto* src = static_cast<const uint8_t*>(p.q) + (t * p.num_q_heads + h * G + g) * p.head_dim_qk * eb;
+    kv_dequantize_row(p.dtype, src, p.head_dim_qk, d, KvRowScales{});
     std::fill(d + p.head_dim_qk, d + pdim, 0.0f);
   }
   SoftmaxState row[32];
@@ -54,7 +54,7 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
   a.head_dim = p.head_dim_qk;
   a.head_dim_v = p.head_dim_v;
   a.scale = p.scale;
-  a.dtype = p.kv_dtype;
+  a.dtype = p.dtype;
   a.k_rows = k_rows;
   a.v_rows = v_rows;
   a.lo = lo;
@@ -94,7 +94,8 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
 
   for (int g = 0; g < G; ++g) {
     const int64_t qh = t * p.num_q_heads + h * G + g;
-    write_state(row[g], p.out + qh * p.head_dim_v, p.head_dim_v);
+    write_state(row[g], tile_o, p.head_dim_v);  // the tile buffer is free now
+    kv_quantize_row(p.dtype, tile_o, p.head_dim_v, static_cast<uint8_t*>(p.out) + qh * p.head_dim_v * eb, KvRowScales{});
     p.softmax_max[qh] = row[g].m;
     p.softmax_sum[qh] = row[g].d;
   }

@@ -19,8 +19,8 @@ void check_nsa_params(const NsaParams& p, const char* file, int line) {
   else if (p.selected_block_count <= 0 || p.selected_block_count > 32) what = "selected_block_count must be in [1, 32]";
   else if (p.head_dim_v > p.head_dim_qk) what = "head_dim_v must be <= head_dim_qk";
   else if (p.sparse_mode != 0 && p.sparse_mode != 2) what = "sparse_mode must be 0 or 2";
-  else if (p.kv_dtype != KvDType::F32 && p.kv_dtype != KvDType::F16 && p.kv_dtype != KvDType::BF16)
-    what = "NSA K/V must be f32, f16 or bf16";
+  else if (p.dtype != KvDType::F32 && p.dtype != KvDType::F16 && p.dtype != KvDType::BF16)
+    what = "NSA q / k / v / out must be f32, f16 or bf16";
   if (what == nullptr) return;
   std::fprintf(stderr, "%s:%d: nsa_selected_attention: %s\n", file, line, what);
   std::abort();
@@ -33,7 +33,7 @@ void nsa_selected_attention(const NsaParams& p) {
   const int G = p.num_q_heads / p.num_kv_heads;
   const int bs = p.selected_block_size, count = p.selected_block_count;
   const int64_t k_stride = int64_t(p.num_kv_heads) * p.head_dim_qk, v_stride = int64_t(p.num_kv_heads) * p.head_dim_v;
-  const int eb = kv_elem_bytes(p.kv_dtype);
+  const int eb = kv_elem_bytes(p.dtype);
   const KvRowScales none;
   const int64_t num_tokens = p.cu_seqlens_q[p.batch];
   std::vector<int> seq_of(size_t(std::max<int64_t>(num_tokens, 0)));
@@ -41,7 +41,7 @@ void nsa_selected_attention(const NsaParams& p) {
     for (int t = p.cu_seqlens_q[b]; t < p.cu_seqlens_q[b + 1]; ++t) seq_of[size_t(t)] = b;
 
   compute_pool().parallel_for(num_tokens * p.num_q_heads, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores;
+    std::vector<float> scores, q(size_t(p.head_dim_qk)), out(size_t(p.head_dim_v));
     std::vector<int64_t> keys;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t t = task / p.num_q_heads;
@@ -56,10 +56,12 @@ void nsa_selected_attention(const NsaParams& p) {
         for (int64_t j = blk * bs; j < std::min<int64_t>((blk + 1) * bs, kv_len); ++j)
           if (p.sparse_mode != 2 || j <= i) keys.push_back(j);
       }
-      const float* q = p.q + (t * p.num_q_heads + n) * p.head_dim_qk;
-      float* out = p.out + (t * p.num_q_heads + n) * p.head_dim_v;
-      std::fill(out, out + p.head_dim_v, 0.0f);
+      kv_dequantize_row(p.dtype, static_cast<const uint8_t*>(p.q) + (t * p.num_q_heads + n) * p.head_dim_qk * eb,
+                        p.head_dim_qk, q.data(), none);
+      void* out_row = static_cast<uint8_t*>(p.out) + (t * p.num_q_heads + n) * p.head_dim_v * eb;
+      std::fill(out.begin(), out.end(), 0.0f);
       if (keys.empty()) {
+        kv_quantize_row(p.dtype, out.data(), p.head_dim_v, out_row, none);
         p.softmax_max[t * p.num_q_heads + n] = -INFINITY;
         p.softmax_sum[t * p.num_q_heads + n] = 0.0f;
         continue;
@@ -69,7 +71,7 @@ void nsa_selected_attention(const NsaParams& p) {
       for (size_t x = 0; x < keys.size(); ++x) {
         const auto* k = static_cast<const uint8_t*>(p.k) + ((kv0 + keys[x]) * k_stride + int64_t(h) * p.head_dim_qk) * eb;
         float s = 0.0f;
-        for (int d = 0; d < p.head_dim_qk; ++d) s += q[d] * kv_dequantize(p.kv_dtype, k, d, none);
+        for (int d = 0; d < p.head_dim_qk; ++d) s += q[size_t(d)] * kv_dequantize(p.dtype, k, d, none);
         scores[x] = s * p.scale;
         mx = std::max(mx, scores[x]);
       }
@@ -78,8 +80,9 @@ void nsa_selected_attention(const NsaParams& p) {
       for (size_t x = 0; x < keys.size(); ++x) {
         const auto* v = static_cast<const uint8_t*>(p.v) + ((kv0 + keys[x]) * v_stride + int64_t(h) * p.head_dim_v) * eb;
         const float a = scores[x] / sum;
-        for (int d = 0; d < p.head_dim_v; ++d) out[d] += a * kv_dequantize(p.kv_dtype, v, d, none);
+        for (int d = 0; d < p.head_dim_v; ++d) out[size_t(d)] += a * kv_dequantize(p.dtype, v, d, none);
       }
+      kv_quantize_row(p.dtype, out.data(), p.head_dim_v, out_row, none);
       p.softmax_max[t * p.num_q_heads + n] = mx;
       p.softmax_sum[t * p.num_q_heads + n] = sum;
     }
