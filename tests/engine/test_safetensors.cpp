@@ -41,10 +41,10 @@ std::string open_error(const test::TempDir& dir, const std::vector<uint8_t>& byt
 std::vector<uint8_t> with_header(const std::vector<uint8_t>& bytes, const std::string& header) {
   uint64_t old_len;
   std::memcpy(&old_len, bytes.data(), 8);
-  std::vector<uint8_t> out(8);
   const uint64_t len = header.size();
+  std::vector<uint8_t> out(8 + header.size());  // sized up front (see safetensors_bytes)
   std::memcpy(out.data(), &len, 8);
-  out.insert(out.end(), header.begin(), header.end());
+  std::memcpy(out.data() + 8, header.data(), header.size());
   out.insert(out.end(), bytes.begin() + 8 + long(old_len), bytes.end());
   return out;
 }
