@@ -125,7 +125,7 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   }
   // Split items: (sequence, span, group of KV heads), heads grouped only as far as needed for `target`.
   const int num_groups = split ? int(std::clamp<int64_t>((target + num_spans - 1) / std::max<int64_t>(1, num_spans), 1, Nkv)) : 1;
-  // Consecutive spans stay in one item, kItemsPerThread items per thread: a thread then streams through
+  // Consecutive spans stay in one item, kSplitItemsPerThread items per thread: a thread then streams through
   // its keys with the next tile prefetched, instead of starting cold at every span.
   const int64_t chunk = std::max<int64_t>(1, num_spans * num_groups / (kSplitItemsPerThread * pool.num_threads()));
   std::vector<DecodeItem> items;
@@ -145,7 +145,7 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   }
   const int64_t stride = pdim_v + 2;
   // [num_parts, Nq, pdim_v + 2], every slot written by its item. Kept across calls: a fresh vector of this
-  // size was an mmap, page faults and a memset per step (a seventh of a batch-1 step at 8k).
+  // size is an mmap, page faults and a memset every step.
   // NOTE: the lambdas use `parts`, not `buffer`: a thread_local named in a lambda is the running thread's.
   thread_local std::vector<float> buffer;
   if (buffer.size() < size_t(num_parts * Nq * stride)) buffer.resize(size_t(num_parts * Nq * stride));

@@ -113,8 +113,8 @@ struct TileKernel {
     for (; i < pdim; i += W) S::store(dst + i, S::zero());
   }
 
-  // Stages rows [0, n) of `rows` (pad_rows' output, offsets applied) into dst ([round_up(n, W), pdim]); row scales (Int8 with one group
-  // per row) go to row_scale, padded keys get zero rows.
+  // Stages rows [0, n) of `rows` (pad_rows' output, offsets applied) into dst ([round_up(n, W), pdim]); row
+  // scales (Int8 with one group per row) go to row_scale, padded keys get zero rows.
   template <KvDType T>
   static void stage_rows(const TileArgs& a, const void* const* rows, const float* const* scales, int dim,
                          float* dst, float* row_scale) {
