@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cache/kv_cache.h"
+#include "engine/generator.h"
+#include "engine/model_loader.h"
 #include "http_test_client.h"
 #include "server_process.h"
 #include "test_support.h"
@@ -26,6 +29,21 @@ inline ServerProcess& stories_server() {
     return s;
   }();
   return *server;
+}
+
+// The greedy continuation of `ids` by stories260K computed in-process by the reference generator (no
+// server), over a KV cache of `dtype` (static amax `kv_static_amax`, 0: calibrated).
+inline std::string offline_greedy_text(const std::vector<int32_t>& ids, int max_tokens,
+                                       kernels::KvDType dtype = kernels::KvDType::F32, float kv_static_amax = 0.0f) {
+  static engine::LoadedModel loaded = engine::load_model(stories_gguf());
+  static engine::Model model(std::move(loaded.weights));
+  const auto& c = model.config();
+  cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, 16, 64, dtype, 0, kv_static_amax});
+  engine::GenerateOptions o;
+  o.max_tokens = max_tokens;
+  o.sampling.temperature = 0.0f;
+  o.stop_at_eos = false;
+  return engine::generate(model, kv, loaded.tokenizer, ids, o).text;
 }
 
 struct GoldenCase {

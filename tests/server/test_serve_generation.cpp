@@ -22,19 +22,6 @@ json greedy(json body, int max_tokens = 64) {
   return body;
 }
 
-// The greedy continuation of `ids` computed in-process by the reference generator (no server).
-std::string offline_greedy_text(const std::vector<int32_t>& ids, int max_tokens) {
-  static engine::LoadedModel loaded = engine::load_model(stories_gguf());
-  static engine::Model model(std::move(loaded.weights));
-  const auto& c = model.config();
-  cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, 16, 64, kernels::KvDType::F32});
-  engine::GenerateOptions o;
-  o.max_tokens = max_tokens;
-  o.sampling.temperature = 0.0f;
-  o.stop_at_eos = false;
-  return engine::generate(model, kv, loaded.tokenizer, ids, o).text;
-}
-
 }  // namespace
 
 TEST_SUITE("serve generation") {

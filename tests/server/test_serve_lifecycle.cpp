@@ -7,8 +7,6 @@
 #include <fstream>
 #include <thread>
 
-#include "engine/generator.h"
-#include "engine/model_loader.h"
 #include "serve_fixture.h"
 
 using namespace inflight::test;
@@ -116,17 +114,7 @@ TEST_SUITE("serve lifecycle") {
                                    {{"prompt", g.prompt_ids}, {"max_tokens", n}, {"temperature", 0}, {"ignore_eos", true}});
     REQUIRE(r.status == 200);
     const std::string served = r.body["choices"][0]["text"];
-
-    inflight::engine::LoadedModel loaded = inflight::engine::load_model(stories_gguf());
-    inflight::engine::Model model(std::move(loaded.weights));
-    const auto& c = model.config();
-    inflight::cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, 16, 64, inflight::kernels::KvDType::Int8Static,
-                                 0, 0.05f});
-    inflight::engine::GenerateOptions o;
-    o.max_tokens = n;
-    o.sampling.temperature = 0.0f;
-    o.stop_at_eos = false;
-    CHECK(served == inflight::engine::generate(model, kv, loaded.tokenizer, g.prompt_ids, o).text);
+    CHECK(served == offline_greedy_text(g.prompt_ids, n, inflight::kernels::KvDType::Int8Static, 0.05f));
     CHECK(g.generated_text.rfind(served, 0) != 0);  // not a prefix of the f32 text
 
     // stories260K's head dim is 8: a group of 16 cannot divide it.
