@@ -67,15 +67,15 @@ struct IntTile {
   // Integer dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc.
   template <int QB>
   static void score_block(const TileArgs& a, const void* const* krows, const int16_t* q16, int r0, int n_pad,
-                          float* sc) {
+                          float* sc, F::PrefetchCursor& pc) {
     constexpr int KB = 16 / QB;
     const int D = a.head_dim;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
-      if (r0 == 0) F::prefetch_share(a, j0, j0 + KB, n_pad);
       __m512i acc[QB * KB];
 #pragma GCC unroll 16
       for (int x = 0; x < QB * KB; ++x) acc[x] = _mm512_setzero_si512();
       for (int i = 0; i < D; i += 32) {
+        if (r0 == 0) pc.issue();
         __m512i qv[QB];
 #pragma GCC unroll 4
         for (int r = 0; r < QB; ++r) qv[r] = _mm512_loadu_si512(q16 + int64_t(r0 + r) * D + i);
@@ -96,7 +96,7 @@ struct IntTile {
   // [r0, r0 + QB), keys [jlo, jhi) (jlo even; key jhi may be a padding row).
   template <int QB>
   static void weigh_block(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
-                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v) {
+                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, F::PrefetchCursor& pc) {
     __m512i acc[QB][4];  // [query][chunk lo, chunk hi, chunk+1 lo, chunk+1 hi]
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r)
@@ -104,6 +104,7 @@ struct IntTile {
       for (int c = 0; c < 4; ++c) acc[r][c] = _mm512_setzero_si512();
     const int nc = a.head_dim_v - c0 >= 64 ? 2 : 1;
     for (int j = jlo; j < jhi; j += 2) {
+      if (r0 == 0) pc.issue();
       __m512i wp[QB];
 #pragma GCC unroll 4
       for (int r = 0; r < QB; ++r) {
@@ -141,7 +142,7 @@ struct IntTile {
 
   template <int QB>
   static void weigh_queries(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
-                            float global_v, int r0, int pdim_v) {
+                            float global_v, int r0, int pdim_v, F::PrefetchCursor& pc) {
     int jlo = kKvTile, jhi = 0;
     for (int r = r0; r < r0 + QB; ++r) {
       if (a.lo[r] >= a.hi[r]) continue;
@@ -151,7 +152,9 @@ struct IntTile {
     if (jlo >= jhi) jlo = jhi = 0;
     jlo &= ~1;
     jhi = (jhi + 1) & ~1;
-    for (int c0 = 0; c0 < a.head_dim_v; c0 += 64) weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, pdim_v);
+    if (r0 == 0) pc.pace(1, (jhi - jlo) / 2 * ((a.head_dim_v + 63) / 64));
+    for (int c0 = 0; c0 < a.head_dim_v; c0 += 64)
+      weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, pdim_v, pc);
   }
 
   template <KvDType T>
@@ -175,13 +178,15 @@ struct IntTile {
     F::pad_rows<T>(a, a.k_rows, a.k_scales, per_row, krows, rk);
     F::pad_rows<T>(a, a.v_rows, a.v_scales, per_row, vrows, rv);
     quantize_queries(a, q16, q_scale);
+    F::PrefetchCursor pc(a);
+    pc.pace(2, n_pad / (16 / (R >= 4 ? 4 : R >= 2 ? 2 : 1)) * (D / 32));  // the first query block's steps
     int r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) score_block<4>(a, krows, q16, r0, n_pad, sc);
+    for (; r0 + 4 <= R; r0 += 4) score_block<4>(a, krows, q16, r0, n_pad, sc, pc);
     if (r0 + 2 <= R) {
-      score_block<2>(a, krows, q16, r0, n_pad, sc);
+      score_block<2>(a, krows, q16, r0, n_pad, sc, pc);
       r0 += 2;
     }
-    if (r0 < R) score_block<1>(a, krows, q16, r0, n_pad, sc);
+    if (r0 < R) score_block<1>(a, krows, q16, r0, n_pad, sc, pc);
 
     for (int r = 0; r < R; ++r) {
       float* s = sc + int64_t(r) * kKvTile;
@@ -224,12 +229,13 @@ struct IntTile {
     }
 
     r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, vrows, w16, w_scale, global_v, r0, pdim_v);
+    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, vrows, w16, w_scale, global_v, r0, pdim_v, pc);
     if (r0 + 2 <= R) {
-      weigh_queries<2>(a, vrows, w16, w_scale, global_v, r0, pdim_v);
+      weigh_queries<2>(a, vrows, w16, w_scale, global_v, r0, pdim_v, pc);
       r0 += 2;
     }
-    if (r0 < R) weigh_queries<1>(a, vrows, w16, w_scale, global_v, r0, pdim_v);
+    if (r0 < R) weigh_queries<1>(a, vrows, w16, w_scale, global_v, r0, pdim_v, pc);
+    pc.finish();
   }
 };
 

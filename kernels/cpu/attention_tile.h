@@ -66,9 +66,8 @@ struct TileArgs {
   const int* hi = nullptr;                // [R]
   MaskKind mask_kind = MaskKind::None;
   const void* const* mask_rows = nullptr; // [R] mask element of tile key 0 for query r (uint8_t / float)
-  // Optional: memory a later tile will read, brought into L2 a few lines at a time while this tile is
-  // scored (spread evenly over its key groups): bytes [prefetch_begin, prefetch_end) of the regions
-  // laid end to end.
+  // Optional: memory a later tile will read, brought into L2 a few lines at a time, spread evenly over
+  // this tile's scoring and weighting: bytes [prefetch_begin, prefetch_end) of the regions laid end to end.
   const char* const* prefetch = nullptr;  // [num_prefetch] region starts
   int num_prefetch = 0;
   int64_t prefetch_bytes = 0;             // bytes of each region

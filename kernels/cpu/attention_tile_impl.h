@@ -32,7 +32,7 @@ namespace {
 constexpr float kNegInf = -__builtin_inff();
 
 // prefetcht1: the line of p into L2. NOTE: inline asm, because GCC 12's modref analysis lets DCE delete
-// __builtin_prefetch / _mm_prefetch calls in helpers like prefetch_share below.
+// __builtin_prefetch / _mm_prefetch calls in helpers like PrefetchCursor below.
 // (prefetcht1 measured best: t0 and nta were 30% slower, t2 as fast for f16 but slower for int8.)
 inline void prefetch_l2(const char* p) { asm volatile("prefetcht1 %0" : : "m"(*p)); }
 inline void prefetch_l1(const char* p) { asm volatile("prefetcht0 %0" : : "m"(*p)); }
@@ -166,20 +166,44 @@ struct TileKernel {
     }
   };
 
-  // Brings the share [from, to) of n_pad key slots of the tile's prefetch bytes towards L2.
-  static void prefetch_share(const TileArgs& a, int from, int to, int n_pad) {
-    if (a.num_prefetch == 0) return;
-    const int64_t span = a.prefetch_end - a.prefetch_begin;
-    const int64_t b0 = a.prefetch_begin + span * from / n_pad, b1 = a.prefetch_begin + span * to / n_pad;
-    // One division per call, not per line (a 64-bit idiv per line cost a third of the tile).
-    int64_t off = b0 & ~int64_t(63);
-    if (off >= b1) return;
-    int64_t region = off / a.prefetch_bytes, in = off % a.prefetch_bytes;
-    for (; off < b1; off += 64, in += 64) {
-      while (in >= a.prefetch_bytes) in -= a.prefetch_bytes, ++region;
-      prefetch_l2(a.prefetch[region] + in);
+  // Brings the tile's prefetch bytes towards L2 a few lines at a time, spread evenly over the tile's
+  // work: the scoring pass issues the first half at every feature step of the first query block, the
+  // weighting pass the rest at every key. Bursts stall: a prefetch that misses holds one of the core's
+  // few miss buffers for a DRAM latency, and loads wait behind a full set (measured on a paced read:
+  // 32 prefetches at a time instead of one per line cost 10-25 % of the bandwidth, and all of them in
+  // the first half of the work up to 40 %).
+  struct PrefetchCursor {
+    const char* const* regions = nullptr;
+    int64_t bytes = 0;          // of each region
+    int64_t off = 0, end = 0;   // next byte and end, regions laid end to end
+    int64_t region = 0, in = 0; // off as (region, offset in it)
+    int step = 0;               // lines per issue()
+
+    explicit PrefetchCursor(const TileArgs& a) {
+      if (a.num_prefetch == 0 || a.prefetch_end <= a.prefetch_begin) return;
+      regions = a.prefetch;
+      bytes = a.prefetch_bytes;
+      off = a.prefetch_begin & ~int64_t(63);
+      end = a.prefetch_end;
+      region = off / bytes;  // the tile's only divisions
+      in = off % bytes;
     }
-  }
+    // Spreads `share` of the lines left (1: all, 2: half) over `points` issue() calls.
+    void pace(int share, int points) {
+      const int64_t lines = (end - off + 63) / 64;
+      step = points > 0 ? int((lines / share + points - 1) / points) : 0;
+    }
+    void issue() {
+      for (int k = 0; k < step && off < end; ++k, off += 64, in += 64) {
+        while (in >= bytes) in -= bytes, ++region;
+        prefetch_l2(regions[region] + in);
+      }
+    }
+    void finish() {
+      step = 1 << 30;
+      issue();
+    }
+  };
 
   // Pulls rows [j0, j0 + count) of `rows` (tile keys; past num_keys ignored) towards L1. Scoring calls it for
   // the V rows of each key group: the weighting pass reads them next (measured at 8k: f16 and bf16 decode
@@ -197,15 +221,15 @@ struct TileKernel {
   // Raw dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc ([R, kKvTile]): QB x KB accumulators,
   // each one (query, key) chain over the features, then one transposed sum (lane r * KB + t).
   template <int QB, class Src>
-  static void score_block(const TileArgs& a, const Src& k, int r0, int n_pad, int pdim, float* sc) {
+  static void score_block(const TileArgs& a, const Src& k, int r0, int n_pad, int pdim, float* sc, PrefetchCursor& pc) {
     constexpr int KB = W / QB;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
-      if (r0 == 0) prefetch_share(a, j0, j0 + KB, n_pad);
       if (r0 == 0) prefetch_rows_l1(a, a.v_rows, a.head_dim_v, j0, KB);
       V acc[QB * KB];
 #pragma GCC unroll 16
       for (int x = 0; x < QB * KB; ++x) acc[x] = S::zero();
       for (int i = 0; i < pdim; i += W) {
+        if (r0 == 0) pc.issue();
         V qv[QB];
 #pragma GCC unroll 4
         for (int r = 0; r < QB; ++r) qv[r] = S::load(a.q + int64_t(r0 + r) * pdim + i);
@@ -223,26 +247,31 @@ struct TileKernel {
   }
 
   template <class Src>
-  static void score_all(const TileArgs& a, const Src& k, int n_pad, int pdim, float* sc) {
+  static void score_all(const TileArgs& a, const Src& k, int n_pad, int pdim, float* sc, PrefetchCursor& pc) {
+    // The first query block's key groups times feature steps issue the first half of the prefetches.
+    const int first_qb = a.num_queries >= S::kMaxQB ? S::kMaxQB : (S::kMaxQB > 2 && a.num_queries >= 2) ? 2 : 1;
+    pc.pace(2, n_pad / (W / first_qb) * (pdim / W));
     int r0 = 0;
-    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) score_block<S::kMaxQB>(a, k, r0, n_pad, pdim, sc);
+    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) score_block<S::kMaxQB>(a, k, r0, n_pad, pdim, sc, pc);
     if constexpr (S::kMaxQB > 2)
       if (r0 + 2 <= a.num_queries) {
-        score_block<2>(a, k, r0, n_pad, pdim, sc);
+        score_block<2>(a, k, r0, n_pad, pdim, sc, pc);
         r0 += 2;
       }
-    for (; r0 < a.num_queries; ++r0) score_block<1>(a, k, r0, n_pad, pdim, sc);
+    for (; r0 < a.num_queries; ++r0) score_block<1>(a, k, r0, n_pad, pdim, sc, pc);
   }
 
   // o[r] (+)= sum_{j in [jlo, jhi)} w[r][j] * V_j over chunks [c0, c0 + CB) for queries [r0, r0 + QB).
   template <int QB, int CB, class Src>
-  static void weigh_block(const float* w, int r0, int jlo, int jhi, const Src& v, int c0, int pdim_v, float* o) {
+  static void weigh_block(const float* w, int r0, int jlo, int jhi, const Src& v, int c0, int pdim_v, float* o,
+                          PrefetchCursor& pc) {
     V acc[QB][CB];
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r)
 #pragma GCC unroll 8
       for (int c = 0; c < CB; ++c) acc[r][c] = S::zero();
     for (int j = jlo; j < jhi; ++j) {
+      if (r0 == 0) pc.issue();
       V wr[QB];
 #pragma GCC unroll 4
       for (int r = 0; r < QB; ++r) wr[r] = S::set1(w[int64_t(r0 + r) * kKvTile + j]);
@@ -260,7 +289,7 @@ struct TileKernel {
   }
 
   template <int QB, class Src>
-  static void weigh_queries(const TileArgs& a, const float* w, int r0, const Src& v, int pdim_v) {
+  static void weigh_queries(const TileArgs& a, const float* w, int r0, const Src& v, int pdim_v, PrefetchCursor& pc) {
     constexpr int kMaxCB = S::kAccBudget / QB;
     int jlo = kKvTile, jhi = 0;
     for (int r = r0; r < r0 + QB; ++r) {
@@ -270,31 +299,33 @@ struct TileKernel {
     }
     if (jlo >= jhi) jlo = jhi = 0;  // zeros (every query of the block is empty)
     const int nc = pdim_v / W;
+    if (r0 == 0) pc.pace(1, (jhi - jlo) * ((nc + kMaxCB - 1) / kMaxCB));
     int c0 = 0;
-    for (; c0 + kMaxCB <= nc; c0 += kMaxCB) weigh_block<QB, kMaxCB>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+    for (; c0 + kMaxCB <= nc; c0 += kMaxCB) weigh_block<QB, kMaxCB>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
     if constexpr (kMaxCB > 4)
       if (c0 + 4 <= nc) {
-        weigh_block<QB, 4>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+        weigh_block<QB, 4>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
         c0 += 4;
       }
     if constexpr (kMaxCB > 2)
       if (c0 + 2 <= nc) {
-        weigh_block<QB, 2>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+        weigh_block<QB, 2>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
         c0 += 2;
       }
-    for (; c0 < nc; ++c0) weigh_block<QB, 1>(w, r0, jlo, jhi, v, c0, pdim_v, a.o);
+    for (; c0 < nc; ++c0) weigh_block<QB, 1>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
   }
 
   template <class Src>
-  static void weigh_all(const TileArgs& a, const float* w, const Src& v, int pdim_v) {
+  static void weigh_all(const TileArgs& a, const float* w, const Src& v, int pdim_v, PrefetchCursor& pc) {
     int r0 = 0;
-    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) weigh_queries<S::kMaxQB>(a, w, r0, v, pdim_v);
+    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) weigh_queries<S::kMaxQB>(a, w, r0, v, pdim_v, pc);
     if constexpr (S::kMaxQB > 2)
       if (r0 + 2 <= a.num_queries) {
-        weigh_queries<2>(a, w, r0, v, pdim_v);
+        weigh_queries<2>(a, w, r0, v, pdim_v, pc);
         r0 += 2;
       }
-    for (; r0 < a.num_queries; ++r0) weigh_queries<1>(a, w, r0, v, pdim_v);
+    for (; r0 < a.num_queries; ++r0) weigh_queries<1>(a, w, r0, v, pdim_v, pc);
+    pc.finish();
   }
 
   // Row pointers of the tile padded to n_pad with a zero row, and the Int8 per-row scales.
@@ -336,12 +367,13 @@ struct TileKernel {
 
     const void* krows[kKvTile];
     const void* vrows[kKvTile];
+    PrefetchCursor pc(a);
     pad_rows<T>(a, a.k_rows, a.k_scales, per_row, krows, rk);
     if (stage_k) {
       stage_rows<T>(a, krows, a.k_scales, a.head_dim, kst, rk);
-      score_all(a, RowSource<T, true>{krows, kst, pdim}, n_pad, pdim, sc);
+      score_all(a, RowSource<T, true>{krows, kst, pdim}, n_pad, pdim, sc, pc);
     } else {
-      score_all(a, RowSource<T, false>{krows, kst, pdim}, n_pad, pdim, sc);
+      score_all(a, RowSource<T, false>{krows, kst, pdim}, n_pad, pdim, sc, pc);
     }
     const V score_scale = S::set1(a.scale * global_k);
     for (int r = 0; r < R; ++r) {
@@ -377,9 +409,9 @@ struct TileKernel {
     }
     if (stage_v) {
       stage_rows<T>(a, vrows, a.v_scales, a.head_dim_v, vst, rv);
-      weigh_all(a, sc, RowSource<T, true>{vrows, vst, pdim_v}, pdim_v);
+      weigh_all(a, sc, RowSource<T, true>{vrows, vst, pdim_v}, pdim_v, pc);
     } else {
-      weigh_all(a, sc, RowSource<T, false>{vrows, vst, pdim_v}, pdim_v);
+      weigh_all(a, sc, RowSource<T, false>{vrows, vst, pdim_v}, pdim_v, pc);
     }
     if (global_v != 1.0f)
       for (int r = 0; r < R; ++r)
