@@ -63,7 +63,7 @@ def main():
         medians[name]['label'] = runs[0].get('label', '')
         medians[name]['runs'] = len(runs)
         m = medians[name]
-        extra = ' '.join(f'{k}={m[k]:.4g}' for k in ('bytes_per_second', 'bw_share', 'FLOP/s') if k in m)
+        extra = ' '.join(f'{k}={m[k]:.4g}' for k in ('bytes_per_second', 'bw_share', 'triad_GBps', 'FLOP/s') if k in m)
         print(f"{name:45s} {m['real_time']:12.1f} {runs[0]['time_unit']}  {extra}  [{m['label']}]")
     if args.json:
         json.dump(medians, open(args.json, 'w'), indent=1)

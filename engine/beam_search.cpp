@@ -48,13 +48,22 @@ std::vector<BeamCandidate> BeamSearch::step(std::span<const float> logprobs, int
   std::vector<BeamCandidate> next;
   for (size_t rank = 0; rank < k && int(next.size()) < p_.width; ++rank) {
     const Cand& c = all[rank];
-    if (is_end(c.token, num_gen + 1)) {
+    const bool end_token = is_end(c.token, num_gen + 1);
+    bool end_text = false;
+    std::vector<int32_t> tokens;
+    if (!end_token && p_.ends_text) {
+      tokens = *generated[size_t(c.parent)];
+      tokens.push_back(c.token);
+      end_text = p_.ends_text(tokens);
+    }
+    if (end_token || end_text) {
       if (int(rank) >= p_.width) continue;  // only the top `width` may end a hypothesis
       BeamHypothesis h;
-      h.tokens = *generated[size_t(c.parent)];
-      h.tokens.push_back(c.token);
+      h.tokens = end_text ? std::move(tokens) : *generated[size_t(c.parent)];
+      if (end_token) h.tokens.push_back(c.token);
       h.cumulative_logprob = c.cum;
-      h.score = score(c.cum, num_gen);
+      h.score = score(c.cum, end_token ? num_gen : num_gen + 1);
+      h.end = end_token ? BeamEnd::Token : BeamEnd::Text;
       add_hypothesis(std::move(h));
     } else {
       next.push_back({c.parent, c.token, c.cum});

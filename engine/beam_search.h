@@ -1,9 +1,11 @@
 // Beam search selection (Hugging Face / vLLM semantics): each step keeps the `width` best
 // continuations of all live beams by cumulative log-probability; a continuation that ends the
-// sequence becomes a finished hypothesis scored by cumulative_logprob / length^length_penalty
-// (length counts prompt + generated tokens, the end token excluded).
+// sequence (an end token, or text that reaches a stop string) becomes a finished hypothesis scored by
+// cumulative_logprob / length^length_penalty (length counts prompt + generated tokens, the end token
+// excluded; a stop string's last token counts).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -17,6 +19,9 @@ struct BeamParams {
   int max_tokens = 16;
   int min_tokens = 0;
   std::vector<int32_t> end_ids;  // EOS (unless ignored) and stop token ids
+  // Optional: whether the text of these generated tokens holds a stop string (a beam that reaches one
+  // ends there, as a sampled sequence does).
+  std::function<bool(const std::vector<int32_t>& generated)> ends_text;
 };
 
 struct BeamCandidate {
@@ -25,10 +30,14 @@ struct BeamCandidate {
   double cumulative_logprob = 0.0;
 };
 
+// How a hypothesis ended: by the length limit (or the search ending), an end token, or a stop string.
+enum class BeamEnd { Length, Token, Text };
+
 struct BeamHypothesis {
   std::vector<int32_t> tokens;  // generated tokens, the end token included when it ended the beam
   double cumulative_logprob = 0.0;
   double score = 0.0;
+  BeamEnd end = BeamEnd::Length;
 };
 
 class BeamSearch {

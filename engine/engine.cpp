@@ -32,6 +32,23 @@ void log_softmax(const float* logits, int vocab, std::vector<float>& out) {
 
 std::invalid_argument bad_request(const std::string& what) { return std::invalid_argument(what); }
 
+// The text of a beam's generated tokens: decoded after the prompt, less the prompt's `prompt_chars`
+// (so the first word reads as it does after the prompt).
+std::string beam_text(const Tokenizer& tokenizer, const std::vector<int32_t>& prompt, size_t prompt_chars,
+                      const std::vector<int32_t>& generated) {
+  std::vector<int32_t> all = prompt;
+  all.insert(all.end(), generated.begin(), generated.end());
+  std::string text = tokenizer.decode(all);
+  return text.size() > prompt_chars ? text.substr(prompt_chars) : std::string();
+}
+
+// Where the first of `stops` starts in text; npos when none occurs.
+size_t first_stop(const std::string& text, const std::vector<std::string>& stops) {
+  size_t first = std::string::npos;
+  for (const std::string& s : stops) first = std::min(first, text.find(s));
+  return first;
+}
+
 }  // namespace
 
 Engine::Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, EngineConfig config)
@@ -374,6 +391,13 @@ void Engine::step_beams(RequestState* r, const std::vector<const float*>& rows) 
     p.min_tokens = req.stop.min_tokens;
     if (!req.stop.ignore_eos) p.end_ids.push_back(c.eos_id);
     p.end_ids.insert(p.end_ids.end(), req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end());
+    if (!req.stop.stop.empty()) {
+      const size_t prompt_chars = tokenizer_.decode(req.prompt_ids).size();
+      p.ends_text = [this, &req, prompt_chars](const std::vector<int32_t>& generated) {
+        return first_stop(beam_text(tokenizer_, req.prompt_ids, prompt_chars, generated), req.stop.stop) !=
+               std::string::npos;
+      };
+    }
     r->beam = std::make_unique<BeamSearch>(std::move(p));
   }
   const int num_live = int(rows.size());
@@ -400,20 +424,18 @@ void Engine::step_beams(RequestState* r, const std::vector<const float*>& rows) 
       std::lock_guard<std::mutex> lock(mu_);
       stats_.generated_tokens += uint64_t(r->usage.completion_tokens);
     }
+    const size_t prompt_chars = tokenizer_.decode(req.prompt_ids).size();
     for (size_t i = 0; i < best.size(); ++i) {
       const BeamHypothesis& h = best[i];
-      const bool ended = !h.tokens.empty() && std::find(r->beam->params().end_ids.begin(), r->beam->params().end_ids.end(),
-                                                         h.tokens.back()) != r->beam->params().end_ids.end();
       FinishedEvent fe;
       fe.index = int(i);
-      fe.reason = ended ? FinishReason::Stop : FinishReason::Length;
+      fe.reason = h.end == BeamEnd::Length ? FinishReason::Length : FinishReason::Stop;
       fe.usage = r->usage;
       fe.token_ids = h.tokens;
       std::vector<int32_t> text_ids = h.tokens;
-      if (ended) text_ids.pop_back();
-      std::vector<int32_t> all = req.prompt_ids;
-      all.insert(all.end(), text_ids.begin(), text_ids.end());
-      fe.text = tokenizer_.decode(all).substr(tokenizer_.decode(req.prompt_ids).size());
+      if (h.end == BeamEnd::Token) text_ids.pop_back();  // the end token gives no text
+      fe.text = beam_text(tokenizer_, req.prompt_ids, prompt_chars, text_ids);
+      if (h.end == BeamEnd::Text) fe.text.resize(first_stop(fe.text, req.stop.stop));  // the text never holds it
       fe.cumulative_logprob = h.cumulative_logprob;
       r->num_finished++;
       {

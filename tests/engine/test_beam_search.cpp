@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <string>
 
 #include "engine/model_loader.h"
 #include "engine_support.h"
@@ -17,6 +19,7 @@ namespace {
 struct Hyp {
   std::vector<int32_t> tokens;
   double cum = 0, score = 0;
+  bool by_text = false;  // ended by reaching the stop string
 };
 
 class BruteForce {
@@ -41,8 +44,10 @@ class BruteForce {
     return logits;
   }
 
+  // `stop` (optional, with `text` giving the text of generated tokens): a beam whose text holds it ends.
   std::vector<Hyp> run(const std::vector<int32_t>& prompt, int width, int max_tokens, float lp, bool early, int n,
-                       int32_t eos) {
+                       int32_t eos, const std::string& stop = {},
+                       const std::function<std::string(const std::vector<int32_t>&)>& text = {}) {
     const int P = int(prompt.size());
     auto score = [&](double cum, int len) { return cum / std::pow(double(P + len), double(lp)); };
     std::vector<Hyp> live{Hyp{}}, finished;
@@ -67,9 +72,10 @@ class BruteForce {
         const Cand& c = cands[size_t(rank)];
         Hyp h{live[size_t(c.parent)].tokens, c.cum, 0};
         h.tokens.push_back(c.token);
-        if (c.token == eos) {
+        h.by_text = c.token != eos && !stop.empty() && text(h.tokens).find(stop) != std::string::npos;
+        if (c.token == eos || h.by_text) {
           if (rank >= width) continue;
-          h.score = score(c.cum, step);
+          h.score = score(c.cum, h.by_text ? step + 1 : step);
           finished.push_back(h);
           std::stable_sort(finished.begin(), finished.end(), [](auto& a, auto& b) { return a.score > b.score; });
           if (int(finished.size()) > width) finished.resize(size_t(width));
@@ -154,5 +160,59 @@ TEST_SUITE("beam_search") {
       CHECK(kv.pool().num_free() == num_blocks);
       MESSAGE("best: " << o.choices.at(0).text);
     }
+  }
+
+  TEST_CASE("engine beam search ends beams at stop strings like the brute-force search") {
+    engine::LoadedModel loaded = engine::load_model(test::stories_gguf());
+    engine::Model model(std::move(loaded.weights));
+    const auto& c = model.config();
+    BruteForce brute(model);
+    cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, 4, 256, kernels::KvDType::F32});
+    const std::vector<int32_t> prompt = loaded.tokenizer.encode("Once upon a time", true);
+    const size_t prompt_chars = loaded.tokenizer.decode(prompt).size();
+    auto text = [&](const std::vector<int32_t>& gen) {
+      std::vector<int32_t> all = prompt;
+      all.insert(all.end(), gen.begin(), gen.end());
+      return loaded.tokenizer.decode(all).substr(prompt_chars);
+    };
+    const int width = 3, max_tokens = 24;
+    // A stop string from the middle of the best hypothesis without one, so that beams do reach it.
+    const std::vector<Hyp> free_run = brute.run(prompt, width, max_tokens, 1.0f, false, 1, c.eos_id);
+    const std::string free_text = text(free_run.at(0).tokens);
+    REQUIRE(free_text.size() > 20);
+    const std::string stop = free_text.substr(free_text.size() / 2, 3);
+    CAPTURE(free_text);
+    CAPTURE(stop);
+    const std::vector<Hyp> want = brute.run(prompt, width, max_tokens, 1.0f, false, width, c.eos_id, stop, text);
+
+    engine::Engine eng(model, loaded.tokenizer, kv, {.enable_prefix_caching = false});
+    engine::Request r;
+    r.prompt_ids = prompt;
+    r.beam_width = width;
+    r.n = width;
+    r.stop.max_tokens = max_tokens;
+    r.stop.stop = {stop};
+    test::Collector col;
+    eng.submit(col.attach(r));
+    const test::Outcome o = col.wait();
+    eng.shutdown();
+
+    REQUIRE(o.choices.size() == want.size());
+    int by_text = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      const test::Choice& got = o.choices.at(int(i));
+      CHECK(got.tokens == want[i].tokens);
+      CHECK(got.cumulative_logprob == doctest::Approx(want[i].cum).epsilon(1e-4));
+      const bool by_eos = !want[i].by_text && want[i].tokens.back() == c.eos_id;
+      std::string want_text = text({want[i].tokens.begin(), want[i].tokens.end() - (by_eos ? 1 : 0)});
+      if (want[i].by_text) want_text.resize(want_text.find(stop));
+      CHECK(got.text == want_text);
+      CHECK(got.text.find(stop) == std::string::npos);
+      CHECK(got.reason == (want[i].by_text || by_eos ? engine::FinishReason::Stop : engine::FinishReason::Length));
+      by_text += want[i].by_text;
+    }
+    CHECK(by_text > 0);  // the stop string did end a returned hypothesis
+    CHECK(kv.pool().num_free() == 256);
   }
 }
