@@ -389,8 +389,8 @@ void Engine::step_beams(RequestState* r, const std::vector<const float*>& rows) 
     p.num_prompt = r->num_prompt();
     p.max_tokens = std::min(req.stop.max_tokens, config_.max_model_len - r->num_prompt());
     p.min_tokens = req.stop.min_tokens;
+    p.end_ids = req.stop.stop_token_ids;
     if (!req.stop.ignore_eos) p.end_ids.push_back(c.eos_id);
-    p.end_ids.insert(p.end_ids.end(), req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end());
     if (!req.stop.stop.empty()) {
       const size_t prompt_chars = tokenizer_.decode(req.prompt_ids).size();
       p.ends_text = [this, &req, prompt_chars](const std::vector<int32_t>& generated) {
