@@ -39,30 +39,57 @@ constexpr int kQMax16 = 32767;
   return pair_lanes(pair_lanes(e0, e1), pair_lanes(e2, e3));
 }
 
+// Lanes t of a 16-key vector with lo <= t < hi.
+[[gnu::always_inline]] inline __mmask16 lanes_in(int lo, int hi) {
+  const uint32_t below_hi = hi <= 0 ? 0u : hi >= 16 ? 0xffffu : (1u << hi) - 1;
+  const uint32_t below_lo = lo <= 0 ? 0u : lo >= 16 ? 0xffffu : (1u << lo) - 1;
+  return __mmask16(below_hi & ~below_lo);
+}
+
+// e^x for x <= 0, to a few 1e-6 relative (the weights are then rounded to 15 bits): 2^(x log2 e) as a
+// degree-5 polynomial of the fraction times 2^n by vscalefps, half the instructions of Avx512::exp; 0
+// below -87.3, -inf included.
+[[gnu::always_inline]] inline __m512 exp_nonpositive(__m512 x) {
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
+  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);  // [-0.5, 0.5]
+  __m512 y = _mm512_set1_ps(1.3333558e-3f);
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.6181291e-3f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.5504109e-2f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.4022651e-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.9314718e-1f));
+  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
+  return _mm512_maskz_scalef_ps(keep, y, n);
+}
+
 // 32 int8 of a row from feature i, widened to int16.
 [[gnu::always_inline]] inline __m512i widen_i8x32(const void* row, int i) {
   return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const int8_t*>(row) + i)));
 }
 
-struct IntTile {
-  using F = TileKernel<Avx512>;
+}  // namespace
 
-  // q16 [R, D] = round(q / q_scale), q_scale[r] = max |q_r| / 32767 (1 for a zero query).
-  static void quantize_queries(const TileArgs& a, int16_t* q16, float* q_scale) {
-    const int D = a.head_dim, pdim = padded_dim(D);
-    for (int r = 0; r < a.num_queries; ++r) {
-      const float* q = a.q + int64_t(r) * pdim;
-      __m512 mx = _mm512_setzero_ps();
-      for (int i = 0; i < D; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(q + i)));
-      const float amax = _mm512_reduce_max_ps(mx);
-      q_scale[r] = amax > 0.0f ? amax / float(kQMax16) : 1.0f;
-      const __m512 inv = _mm512_set1_ps(amax > 0.0f ? float(kQMax16) / amax : 0.0f);
-      for (int i = 0; i < D; i += 16) {
-        const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(q + i), inv));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q16 + int64_t(r) * D + i), _mm512_cvtsepi32_epi16(x));
-      }
+void quantize_queries_int16(const float* q, int num_queries, int D, int16_t* q16, float* q_scale) {
+  const int pdim = padded_dim(D);
+  for (int r = 0; r < num_queries; ++r) {
+    const float* qr = q + int64_t(r) * pdim;
+    __m512 mx = _mm512_setzero_ps();
+    for (int i = 0; i < D; i += 16) mx = _mm512_max_ps(mx, _mm512_abs_ps(_mm512_loadu_ps(qr + i)));
+    const float amax = _mm512_reduce_max_ps(mx);
+    q_scale[r] = amax > 0.0f ? amax / float(kQMax16) : 1.0f;
+    const __m512 inv = _mm512_set1_ps(amax > 0.0f ? float(kQMax16) / amax : 0.0f);
+    for (int i = 0; i < D; i += 16) {
+      const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qr + i), inv));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q16 + int64_t(r) * D + i), _mm512_cvtsepi32_epi16(x));
     }
   }
+}
+
+namespace {
+
+struct IntTile {
+  using F = TileKernel<Avx512>;
 
   // Integer dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc.
   template <int QB>
@@ -166,10 +193,10 @@ struct IntTile {
     float* sc = a.scratch;                                                  // [R, kKvTile] scores, weights
     float* rk = sc + int64_t(R) * kKvTile;                                  // [kKvTile] K row scales
     float* rv = rk + kKvTile;                                               // [kKvTile] V row scales
-    float* q_scale = rv + kKvTile;                                          // [R]
-    float* w_scale = q_scale + kMaxTileQueries;                             // [R]
-    auto* q16 = reinterpret_cast<int16_t*>(w_scale + kMaxTileQueries);     // [R, D]
-    int16_t* w16 = q16 + int64_t(R) * D;                                    // [R, kKvTile]
+    float* q_scale_buf = rv + kKvTile;                                      // [R]
+    float* w_scale = q_scale_buf + kMaxTileQueries;                         // [R]
+    auto* q16_buf = reinterpret_cast<int16_t*>(w_scale + kMaxTileQueries); // [R, D]
+    int16_t* w16 = q16_buf + int64_t(R) * D;                                // [R, kKvTile]
     const float global_k = T == KvDType::Int8Static ? a.quant_orig_k : 1.0f;
     const float global_v = T == KvDType::Int8Static ? a.quant_orig_v : 1.0f;
 
@@ -177,7 +204,9 @@ struct IntTile {
     const void* vrows[kKvTile];
     F::pad_rows<T>(a, a.k_rows, a.k_scales, per_row, krows, rk);
     F::pad_rows<T>(a, a.v_rows, a.v_scales, per_row, vrows, rv);
-    quantize_queries(a, q16, q_scale);
+    if (a.q16 == nullptr) quantize_queries_int16(a.q, R, D, q16_buf, q_scale_buf);
+    const int16_t* q16 = a.q16 != nullptr ? a.q16 : q16_buf;  // rounded once by the driver, or here
+    const float* q_scale = a.q16 != nullptr ? a.q16_scale : q_scale_buf;
     F::PrefetchCursor pc(a);
     pc.pace(2, n_pad / (16 / (R >= 4 ? 4 : R >= 2 ? 2 : 1)) * (D / 32));  // the first query block's steps
     int r0 = 0;
@@ -188,18 +217,26 @@ struct IntTile {
     }
     if (r0 < R) score_block<1>(a, krows, q16, r0, n_pad, sc, pc);
 
+    const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
     for (int r = 0; r < R; ++r) {
       float* s = sc + int64_t(r) * kKvTile;
       const __m512 f = _mm512_set1_ps(a.scale * global_k * q_scale[r]);
+      const int lo = a.lo[r], hi = a.hi[r];
+      __m512 mx = _mm512_set1_ps(kNegInf), vmax = _mm512_setzero_ps();  // score max; V row scale max in [lo, hi)
       for (int j = 0; j < n_pad; j += 16) {
         __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), f);
         if (per_row) x = _mm512_mul_ps(x, _mm512_loadu_ps(rk + j));
+        const __mmask16 in = lanes_in(lo - j, hi - j);
+        if (plain) x = _mm512_mask_blend_ps(in, _mm512_set1_ps(kNegInf), x);
+        mx = _mm512_max_ps(mx, x);
+        if (per_row) vmax = _mm512_mask_max_ps(vmax, in, vmax, _mm512_loadu_ps(rv + j));
         _mm512_storeu_ps(s + j, x);
       }
-      F::mask_scores(a, r, n_pad, s);
-      // Softmax against the tile max, then int16 weights against their own max.
-      __m512 mx = _mm512_set1_ps(kNegInf);
-      for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
+      if (!plain) {
+        F::mask_scores(a, r, n_pad, s);
+        mx = _mm512_set1_ps(kNegInf);
+        for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
+      }
       const float m = _mm512_reduce_max_ps(mx);
       int16_t* w = w16 + int64_t(r) * kKvTile;
       if (!(m > kNegInf)) {
@@ -209,22 +246,20 @@ struct IntTile {
         for (int j = 0; j < kKvTile; ++j) w[j] = 0;
         continue;
       }
-      __m512 sum = _mm512_setzero_ps(), wmax = _mm512_setzero_ps();
+      // Weights p_j * v_scale_j <= the largest V row scale the query sees (p_j <= 1), so int16 against that
+      // bound in the same pass as the exps.
+      const float bound = per_row ? _mm512_reduce_max_ps(vmax) : 1.0f;
+      w_scale[r] = bound / float(kQMax16);
+      const __m512 inv = _mm512_set1_ps(bound > 0.0f ? float(kQMax16) / bound : 0.0f);
+      __m512 sum = _mm512_setzero_ps();
       for (int j = 0; j < n_pad; j += 16) {
-        const __m512 p = Avx512::exp(_mm512_add_ps(_mm512_loadu_ps(s + j), _mm512_set1_ps(-m)));
+        const __m512 p = exp_nonpositive(_mm512_sub_ps(_mm512_loadu_ps(s + j), _mm512_set1_ps(m)));
         sum = _mm512_add_ps(sum, p);
-        const __m512 wj = per_row ? _mm512_mul_ps(p, _mm512_loadu_ps(rv + j)) : p;
-        wmax = _mm512_max_ps(wmax, wj);
-        _mm512_storeu_ps(s + j, wj);
+        const __m512 wj = _mm512_mul_ps(per_row ? _mm512_mul_ps(p, _mm512_loadu_ps(rv + j)) : p, inv);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j), _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(wj)));
       }
       a.m[r] = m;
       a.d[r] = _mm512_reduce_add_ps(sum);
-      const float top = _mm512_reduce_max_ps(wmax);
-      w_scale[r] = top / float(kQMax16);
-      const __m512 inv = _mm512_set1_ps(top > 0.0f ? float(kQMax16) / top : 0.0f);
-      for (int j = 0; j < n_pad; j += 16)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(w + j),
-                            _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(s + j), inv))));
       for (int j = n_pad; j < kKvTile; ++j) w[j] = 0;
     }
 
@@ -242,9 +277,7 @@ struct IntTile {
 }  // namespace
 
 void attend_tile_avx512_vnni(const TileArgs& a) {
-  const bool int_path = (a.dtype == KvDType::Int8Static || (a.dtype == KvDType::Int8 && a.quant_group == a.head_dim)) &&
-                        a.head_dim % 32 == 0 && a.head_dim <= 256 && a.head_dim_v % 32 == 0;
-  if (!int_path) {
+  if (!tile_uses_q16(true, a.dtype, a.quant_group, a.head_dim, a.head_dim_v)) {
     TileKernel<Avx512>::attend(a);
   } else if (a.dtype == KvDType::Int8) {
     IntTile::run<KvDType::Int8>(a);

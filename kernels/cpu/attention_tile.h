@@ -45,6 +45,8 @@ struct TileArgs {
   // Queries.
   int num_queries = 0;                    // R <= kMaxTileQueries
   const float* q = nullptr;               // [R, padded_dim(head_dim)], rotated, zero padded
+  const int16_t* q16 = nullptr;           // optional: q by quantize_queries_int16, when tile_uses_q16
+  const float* q16_scale = nullptr;       // [R]
   int head_dim = 0;
   int head_dim_v = 0;
   float scale = 0.0f;                     // score = softcap(scale * q.k) + additive mask
@@ -85,6 +87,17 @@ static constexpr int64_t tile_scratch_floats(int num_queries, int head_dim, int 
   return int64_t(kKvTile) * (padded_dim(head_dim) + padded_dim(head_dim_v) + 2) +
          int64_t(num_queries) * kKvTile + 64;
 }
+
+// Whether attend_tile_fn() takes this layout's scores from int16 queries (the VNNI routine for int8 KV with
+// one scale per row or per tensor); a driver may then round its queries once (quantize_queries_int16)
+// instead of once per tile.
+inline bool tile_uses_q16(bool vnni, KvDType dtype, int quant_group, int head_dim, int head_dim_v) {
+  return vnni && (dtype == KvDType::Int8Static || (dtype == KvDType::Int8 && quant_group == head_dim)) &&
+         head_dim % 32 == 0 && head_dim <= 256 && head_dim_v % 32 == 0;
+}
+// q16 [R, head_dim] = round(q / q_scale), q_scale[r] = max |q_r| / 32767 (1 for a zero query); q as in
+// TileArgs. Only where tile_uses_q16 (it runs AVX-512 code).
+void quantize_queries_int16(const float* q, int num_queries, int head_dim, int16_t* q16, float* q_scale);
 
 using AttendTileFn = void (*)(const TileArgs&);
 void attend_tile_scalar(const TileArgs& a);
