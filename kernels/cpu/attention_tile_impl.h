@@ -431,14 +431,23 @@ struct TileKernel {
       a.d = b.d;
       return;
     }
-    const float m = a.m > b.m ? a.m : b.m;
-    const float ca = __builtin_expf(a.m - m), cb = __builtin_expf(b.m - m);
-    const V vca = S::set1(ca), vcb = S::set1(cb);
+    // o = a.o * ca + b.o * cb with ca, cb = exp(m_a - m), exp(m_b - m): the side holding the max has factor
+    // exp(0) = 1 exactly, so one exp and one product per feature fewer give the same bits.
     int i = 0;
-    for (; i + W <= dim; i += W) S::store(a.o + i, S::fmadd(S::load(b.o + i), vcb, S::mul(S::load(a.o + i), vca)));
-    for (; i < dim; ++i) a.o[i] = a.o[i] * ca + b.o[i] * cb;
-    a.d = a.d * ca + b.d * cb;
-    a.m = m;
+    if (a.m >= b.m) {
+      const float cb = __builtin_expf(b.m - a.m);
+      const V vcb = S::set1(cb);
+      for (; i + W <= dim; i += W) S::store(a.o + i, S::fmadd(S::load(b.o + i), vcb, S::load(a.o + i)));
+      for (; i < dim; ++i) a.o[i] = a.o[i] + b.o[i] * cb;
+      a.d = a.d + b.d * cb;
+    } else {
+      const float ca = __builtin_expf(a.m - b.m);
+      const V vca = S::set1(ca);
+      for (; i + W <= dim; i += W) S::store(a.o + i, S::add(S::load(b.o + i), S::mul(S::load(a.o + i), vca)));
+      for (; i < dim; ++i) a.o[i] = a.o[i] * ca + b.o[i];
+      a.d = a.d * ca + b.d;
+      a.m = b.m;
+    }
   }
 
   static void attend(const TileArgs& a) {
