@@ -188,6 +188,20 @@ TEST_SUITE("attention_fused") {
             const Run fused = run_step(b, kFused, tweak), ref = run_step(b, kReference, tweak);
             CHECK(test::max_abs_diff(fused.out, ref.out) <= fused_tolerance(dtype));
           }
+    // The band alone (no mask, no softcap): the int8 routine's one-pass range masking.
+    for (KvDType dtype : {KvDType::F32, KvDType::Int8, KvDType::Int8Static})
+      for (auto [pre, next] : {std::pair{5, 0}, {3, 2}, {20, -1}}) {
+        CAPTURE(kernels::kv_dtype_name(dtype));
+        CAPTURE(pre);
+        CAPTURE(next);
+        const test::PagedBatch b = test::make_batch(specs, Nq, 2, 64, 16, dtype, 10);
+        auto tweak = [&](kernels::AttentionParams& p) {
+          p.pre_tokens = pre;
+          p.next_tokens = next;
+        };
+        const Run fused = run_step(b, kFused, tweak), ref = run_step(b, kReference, tweak);
+        CHECK(test::max_abs_diff(fused.out, ref.out) <= fused_tolerance(dtype));
+      }
   }
 
   TEST_CASE("beam cache indirection: each position is read from the beam that wrote it") {
