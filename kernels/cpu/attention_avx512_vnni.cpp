@@ -3,8 +3,8 @@
 // to the AVX-512 float routine. Compiled with -mavx512vnni on top of the AVX-512 flags; reached only when
 // active_isa() is Avx512Vnni.
 //
-//   scores: each query is rounded to int16 with its own scale (|q| max -> 32767), K rows widen to int16,
-//           vpdpwssd sums q.k exactly in int32 (|sum| < 128 * 32767 * 127 * head_dim / 128 < 2^31 for
+//   scores: each query is rounded to int16 with its own scale (|q| max -> 32767), K rows widen to int16
+//           and two keys' rows interleave by 32-bit lanes, vpdpwssd sums q.k exactly in int32 (|sum| < 128 * 32767 * 127 * head_dim / 128 < 2^31 for
 //           head_dim <= 256); score = float(sum) * scale * q_scale * k_scale.
 //   values: the softmax weights p_j * v_scale_j of a query are rounded to int16 against their tile max,
 //           two keys' V rows interleave byte by byte and widen to int16 pairs, vpdpwssd accumulates
@@ -20,23 +20,13 @@ namespace {
 
 constexpr int kQMax16 = 32767;
 
-// Lane t = sum of acc[t] (int32), the halving tree of Avx512::transpose_sum. Always inlined: a call
-// would spill the 16 accumulators (measured: a third of the tile's time).
-[[gnu::always_inline]] inline __m512i pair32(__m512i x, __m512i y) {
-  return _mm512_add_epi32(_mm512_unpacklo_epi32(x, y), _mm512_unpackhi_epi32(x, y));
-}
+// Halving steps of a transposed sum (Avx512::transpose_sum) on int32 lanes. Always inlined: a call would
+// spill the accumulators (measured: a third of the tile's time).
 [[gnu::always_inline]] inline __m512i pair64(__m512i x, __m512i y) {
   return _mm512_add_epi32(_mm512_unpacklo_epi64(x, y), _mm512_unpackhi_epi64(x, y));
 }
 [[gnu::always_inline]] inline __m512i pair_lanes(__m512i x, __m512i y) {
   return _mm512_add_epi32(_mm512_shuffle_i32x4(x, y, 0x88), _mm512_shuffle_i32x4(x, y, 0xdd));
-}
-[[gnu::always_inline]] inline __m512i transpose_sum_epi32(const __m512i* a) {
-  const __m512i e0 = pair64(pair32(a[0], a[1]), pair32(a[2], a[3]));
-  const __m512i e1 = pair64(pair32(a[4], a[5]), pair32(a[6], a[7]));
-  const __m512i e2 = pair64(pair32(a[8], a[9]), pair32(a[10], a[11]));
-  const __m512i e3 = pair64(pair32(a[12], a[13]), pair32(a[14], a[15]));
-  return pair_lanes(pair_lanes(e0, e1), pair_lanes(e2, e3));
 }
 
 // Lanes t of a 16-key vector with lo <= t < hi.
@@ -79,9 +69,13 @@ void quantize_queries_int16(const float* q, int num_queries, int D, int16_t* q16
     const float amax = _mm512_reduce_max_ps(mx);
     q_scale[r] = amax > 0.0f ? amax / float(kQMax16) : 1.0f;
     const __m512 inv = _mm512_set1_ps(amax > 0.0f ? float(kQMax16) / amax : 0.0f);
-    for (int i = 0; i < D; i += 16) {
-      const __m512i x = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qr + i), inv));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q16 + int64_t(r) * D + i), _mm512_cvtsepi32_epi16(x));
+    for (int i = 0; i < D; i += 32) {
+      const __m256i x0 = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qr + i), inv)));
+      const __m256i x1 = _mm512_cvtsepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qr + i + 16), inv)));
+      const __m512i x = _mm512_inserti64x4(_mm512_castsi256_si512(x0), x1, 1);  // 16 pairs of features
+      int16_t* dst = q16 + int64_t(r) * 2 * D + 2 * i;
+      _mm512_storeu_si512(dst, _mm512_unpacklo_epi32(x, x));
+      _mm512_storeu_si512(dst + 32, _mm512_unpackhi_epi32(x, x));
     }
   }
 }
@@ -91,31 +85,55 @@ namespace {
 struct IntTile {
   using F = TileKernel<Avx512>;
 
-  // Integer dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc.
-  template <int QB>
+  // Integer dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc, NP key pairs per block. The K
+  // rows of a pair interleave by 32-bit lanes (key 2p in even lanes, 2p + 1 in odd), against the queries'
+  // pairs doubled the same way (quantize_queries_int16), so one accumulator sums two keys and the
+  // transposed sum starts a level up: fewer shuffles than one accumulator per key.
+  template <int QB, int NP>
   static void score_block(const TileArgs& a, const void* const* krows, const int16_t* q16, int r0, int n_pad,
                           float* sc, F::PrefetchCursor& pc) {
-    constexpr int KB = 16 / QB;
+    constexpr int KB = 2 * NP, NA = QB * NP;  // keys per block, accumulators (8 or 16)
+    static_assert(NA == 8 || NA == 16);
     const int D = a.head_dim;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
-      __m512i acc[QB * KB];
+      __m512i acc[NA];
 #pragma GCC unroll 16
-      for (int x = 0; x < QB * KB; ++x) acc[x] = _mm512_setzero_si512();
+      for (int x = 0; x < NA; ++x) acc[x] = _mm512_setzero_si512();
       for (int i = 0; i < D; i += 32) {
         if (r0 == 0) pc.issue();
-        __m512i qv[QB];
+        __m512i qlo[QB], qhi[QB];
 #pragma GCC unroll 4
-        for (int r = 0; r < QB; ++r) qv[r] = _mm512_loadu_si512(q16 + int64_t(r0 + r) * D + i);
+        for (int r = 0; r < QB; ++r) {
+          qlo[r] = _mm512_loadu_si512(q16 + int64_t(r0 + r) * 2 * D + 2 * i);
+          qhi[r] = _mm512_loadu_si512(q16 + int64_t(r0 + r) * 2 * D + 2 * i + 32);
+        }
 #pragma GCC unroll 16
-        for (int t = 0; t < KB; ++t) {
-          const __m512i kv = widen_i8x32(krows[j0 + t], i);
+        for (int p = 0; p < NP; ++p) {
+          const __m512i ka = widen_i8x32(krows[j0 + 2 * p], i), kb = widen_i8x32(krows[j0 + 2 * p + 1], i);
+          const __m512i lo = _mm512_unpacklo_epi32(ka, kb), hi = _mm512_unpackhi_epi32(ka, kb);
 #pragma GCC unroll 4
-          for (int r = 0; r < QB; ++r) acc[r * KB + t] = _mm512_dpwssd_epi32(acc[r * KB + t], qv[r], kv);
+          for (int r = 0; r < QB; ++r) {
+            acc[r * NP + p] = _mm512_dpwssd_epi32(acc[r * NP + p], qlo[r], lo);
+            acc[r * NP + p] = _mm512_dpwssd_epi32(acc[r * NP + p], qhi[r], hi);
+          }
         }
       }
-      const __m512 dots = _mm512_cvtepi32_ps(transpose_sum_epi32(acc));
-#pragma GCC unroll 4
-      for (int r = 0; r < QB; ++r) Avx512::store_lanes<KB>(sc + int64_t(r0 + r) * kKvTile + j0, dots, r);
+      // e[k]: accumulators 2k, 2k + 1 as 4 keys per 128-bit lane; out[o]: lanes 4g + u = key u of e[4o + g].
+      __m512i e[NA / 2];
+#pragma GCC unroll 8
+      for (int k = 0; k < NA / 2; ++k) e[k] = pair64(acc[2 * k], acc[2 * k + 1]);
+#pragma GCC unroll 2
+      for (int o = 0; o < NA / 8; ++o) {
+        const __m512 dots = _mm512_cvtepi32_ps(
+            pair_lanes(pair_lanes(e[4 * o], e[4 * o + 1]), pair_lanes(e[4 * o + 2], e[4 * o + 3])));
+        // Query r's keys fill NP / 2 consecutive e's: 16 / (2 NP) queries per output vector.
+        if constexpr (NP == 4) {
+          _mm256_storeu_ps(sc + int64_t(r0 + 2 * o) * kKvTile + j0, _mm512_castps512_ps256(dots));
+          _mm256_storeu_ps(sc + int64_t(r0 + 2 * o + 1) * kKvTile + j0, _mm512_extractf32x8_ps(dots, 1));
+        } else {
+          _mm512_storeu_ps(sc + int64_t(r0 + o) * kKvTile + j0, dots);
+        }
+      }
     }
   }
 
@@ -195,8 +213,8 @@ struct IntTile {
     float* rv = rk + kKvTile;                                               // [kKvTile] V row scales
     float* q_scale_buf = rv + kKvTile;                                      // [R]
     float* w_scale = q_scale_buf + kMaxTileQueries;                         // [R]
-    auto* q16_buf = reinterpret_cast<int16_t*>(w_scale + kMaxTileQueries); // [R, D]
-    int16_t* w16 = q16_buf + int64_t(R) * D;                                // [R, kKvTile]
+    auto* q16_buf = reinterpret_cast<int16_t*>(w_scale + kMaxTileQueries); // [R, 2 D]
+    int16_t* w16 = q16_buf + int64_t(R) * 2 * D;                            // [R, kKvTile]
     const float global_k = T == KvDType::Int8Static ? a.quant_orig_k : 1.0f;
     const float global_v = T == KvDType::Int8Static ? a.quant_orig_v : 1.0f;
 
@@ -208,14 +226,14 @@ struct IntTile {
     const int16_t* q16 = a.q16 != nullptr ? a.q16 : q16_buf;  // rounded once by the driver, or here
     const float* q_scale = a.q16 != nullptr ? a.q16_scale : q_scale_buf;
     F::PrefetchCursor pc(a);
-    pc.pace(2, n_pad / (16 / (R >= 4 ? 4 : R >= 2 ? 2 : 1)) * (D / 32));  // the first query block's steps
+    pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
     int r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) score_block<4>(a, krows, q16, r0, n_pad, sc, pc);
+    for (; r0 + 4 <= R; r0 += 4) score_block<4, 4>(a, krows, q16, r0, n_pad, sc, pc);
     if (r0 + 2 <= R) {
-      score_block<2>(a, krows, q16, r0, n_pad, sc, pc);
+      score_block<2, 8>(a, krows, q16, r0, n_pad, sc, pc);
       r0 += 2;
     }
-    if (r0 < R) score_block<1>(a, krows, q16, r0, n_pad, sc, pc);
+    if (r0 < R) score_block<1, 8>(a, krows, q16, r0, n_pad, sc, pc);
 
     const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
     for (int r = 0; r < R; ++r) {

@@ -243,15 +243,15 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
   const AttendTileFn attend = attend_tile_fn();
   const bool all_heads = num_heads == p.num_kv_heads;
   // Queries the tile routine takes as int16: rounded once here for the span's tiles.
-  thread_local std::vector<int16_t> q16;     // [num_heads, max_r, head_dim]
+  thread_local std::vector<int16_t> q16;     // [num_heads, max_r, 2 head_dim]
   thread_local std::vector<float> q16_scale; // [num_heads, max_r]
   const bool use_q16 = tile_uses_q16(active_isa() >= Isa::Avx512Vnni, p.kv.dtype, p.kv.quant_group, p.head_dim,
                                      p.head_dim_v);
   if (use_q16) {
-    q16.resize(size_t(num_heads) * max_r * p.head_dim);
+    q16.resize(size_t(num_heads) * max_r * 2 * p.head_dim);
     q16_scale.resize(size_t(num_heads) * max_r);
     for (int i = 0; i < num_heads; ++i)
-      quantize_queries_int16(heads[i].qs->q, heads[i].qs->num, p.head_dim, &q16[size_t(i) * max_r * p.head_dim],
+      quantize_queries_int16(heads[i].qs->q, heads[i].qs->num, p.head_dim, &q16[size_t(i) * max_r * 2 * p.head_dim],
                              &q16_scale[size_t(i) * max_r]);
   }
 
@@ -317,7 +317,7 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
       a.prefetch_end = by_block ? plan_bytes * (i + 1) / num_heads : plan_bytes;
       a.num_queries = R;
       a.q = qs.q;
-      a.q16 = use_q16 ? &q16[size_t(i) * max_r * p.head_dim] : nullptr;
+      a.q16 = use_q16 ? &q16[size_t(i) * max_r * 2 * p.head_dim] : nullptr;
       a.q16_scale = use_q16 ? &q16_scale[size_t(i) * max_r] : nullptr;
       a.num_keys = n;
       a.k_rows = rows.k;

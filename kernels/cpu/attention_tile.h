@@ -95,8 +95,10 @@ inline bool tile_uses_q16(bool vnni, KvDType dtype, int quant_group, int head_di
   return vnni && (dtype == KvDType::Int8Static || (dtype == KvDType::Int8 && quant_group == head_dim)) &&
          head_dim % 32 == 0 && head_dim <= 256 && head_dim_v % 32 == 0;
 }
-// q16 [R, head_dim] = round(q / q_scale), q_scale[r] = max |q_r| / 32767 (1 for a zero query); q as in
-// TileArgs. Only where tile_uses_q16 (it runs AVX-512 code).
+// Rounds q (as in TileArgs) to int16: q_scale[r] = max |q_r| / 32767 (1 for a zero query), and q16 [R,
+// 2 head_dim] holds round(q / q_scale) with each 32-bit pair of features written twice, per 32 features as
+// the tile routine reads them (unpacklo / unpackhi of the 16 pairs with themselves). Only where
+// tile_uses_q16 (it runs AVX-512 code).
 void quantize_queries_int16(const float* q, int num_queries, int head_dim, int16_t* q16, float* q_scale);
 
 using AttendTileFn = void (*)(const TileArgs&);
