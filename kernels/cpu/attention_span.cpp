@@ -324,11 +324,8 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
       a.v_rows = rows.v;
       a.k_scales = rows.k_scales;
       a.v_scales = rows.v_scales;
+      a.merge_into = heads[i].span;
       attend(a);
-      for (int r = 0; r < R; ++r) {
-        const SoftmaxState t{tile_o + int64_t(r) * pdim_v, tile_m[r], tile_d[r]};
-        merge_state(heads[i].span[r], t, pdim_v);
-      }
     }
   }
 }

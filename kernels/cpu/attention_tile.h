@@ -79,6 +79,9 @@ struct TileArgs {
   float* o = nullptr;                     // [R, padded_dim(head_dim_v)]
   float* m = nullptr;                     // [R]; -inf when the query sees no key of the tile
   float* d = nullptr;                     // [R]
+  // Optional: merge_state(merge_into[r], tile state of r) for each query, as the last step (o, m, d are
+  // then scratch). A routine may fold it into its output pass instead of writing o and reading it back.
+  SoftmaxState* merge_into = nullptr;     // [R]
   float* scratch = nullptr;               // >= tile_scratch_floats(...) floats, 64-byte aligned
 };
 

@@ -434,45 +434,66 @@ struct TileKernel {
         }
   }
 
+  // The scalar half of merge_state: a <- a (+) (m, d) for m, d, and how a.o must then change, with
+  // factor c: kSkip (b empty), kCopy (a empty: a.o = b.o), kAddScaledB (a.o += b.o c) or kScaleA
+  // (a.o = b.o + a.o c). The side holding the max has factor exp(0) = 1 exactly, so one exp and one product
+  // per feature fewer give the same bits.
+  enum MergeOp { kSkip, kCopy, kAddScaledB, kScaleA };
+  static MergeOp merge_scalars(SoftmaxState& a, float m, float d, float* c) {
+    if (!(m > kNegInf)) return kSkip;
+    if (!(a.m > kNegInf)) {
+      a.m = m;
+      a.d = d;
+      return kCopy;
+    }
+    if (a.m >= m) {
+      *c = __builtin_expf(m - a.m);
+      a.d = a.d + d * *c;
+      return kAddScaledB;
+    }
+    *c = __builtin_expf(a.m - m);
+    a.d = a.d * *c + d;
+    a.m = m;
+    return kScaleA;
+  }
+  // W features of a.o from those of b.o (bo) by merge_scalars' op.
+  static void merge_features(MergeOp op, float c, float* ao, V bo) {
+    switch (op) {
+      case kSkip: return;
+      case kCopy: S::store(ao, bo); return;
+      case kAddScaledB: S::store(ao, S::fmadd(bo, S::set1(c), S::load(ao))); return;
+      case kScaleA: S::store(ao, S::add(bo, S::mul(S::load(ao), S::set1(c)))); return;
+    }
+  }
+
   // a <- a (+) b (merge_state of attention_tile.h) over dim floats, W at a time. The exps are libm's
   // expf in every ISA, so only the multiply-adds differ (fused where the ISA has FMA).
   static void merge(SoftmaxState& a, const SoftmaxState& b, int dim) {
-    if (!(b.m > kNegInf)) return;
-    if (!(a.m > kNegInf)) {
-      std::memcpy(a.o, b.o, size_t(dim) * sizeof(float));
-      a.m = b.m;
-      a.d = b.d;
-      return;
-    }
-    // o = a.o * ca + b.o * cb with ca, cb = exp(m_a - m), exp(m_b - m): the side holding the max has factor
-    // exp(0) = 1 exactly, so one exp and one product per feature fewer give the same bits.
+    float c = 0.0f;
+    const MergeOp op = merge_scalars(a, b.m, b.d, &c);
     int i = 0;
-    if (a.m >= b.m) {
-      const float cb = __builtin_expf(b.m - a.m);
-      const V vcb = S::set1(cb);
-      for (; i + W <= dim; i += W) S::store(a.o + i, S::fmadd(S::load(b.o + i), vcb, S::load(a.o + i)));
-      for (; i < dim; ++i) a.o[i] = a.o[i] + b.o[i] * cb;
-      a.d = a.d + b.d * cb;
-    } else {
-      const float ca = __builtin_expf(a.m - b.m);
-      const V vca = S::set1(ca);
-      for (; i + W <= dim; i += W) S::store(a.o + i, S::add(S::load(b.o + i), S::mul(S::load(a.o + i), vca)));
-      for (; i < dim; ++i) a.o[i] = a.o[i] * ca + b.o[i];
-      a.d = a.d * ca + b.d;
-      a.m = b.m;
+    for (; i + W <= dim; i += W) merge_features(op, c, a.o + i, S::load(b.o + i));
+    for (; i < dim; ++i) {
+      if (op == kCopy) a.o[i] = b.o[i];
+      else if (op == kAddScaledB) a.o[i] = a.o[i] + b.o[i] * c;
+      else if (op == kScaleA) a.o[i] = a.o[i] * c + b.o[i];
     }
   }
 
   static void attend(const TileArgs& a) {
     switch (a.dtype) {
-      case KvDType::F32: run<KvDType::F32>(a); return;
-      case KvDType::F16: run<KvDType::F16>(a); return;
-      case KvDType::BF16: run<KvDType::BF16>(a); return;
-      case KvDType::Int8: run<KvDType::Int8>(a); return;
-      case KvDType::Int8Static: run<KvDType::Int8Static>(a); return;
-      case KvDType::Fp8E4M3: run<KvDType::Fp8E4M3>(a); return;
-      case KvDType::Fp8E5M2: run<KvDType::Fp8E5M2>(a); return;
+      case KvDType::F32: run<KvDType::F32>(a); break;
+      case KvDType::F16: run<KvDType::F16>(a); break;
+      case KvDType::BF16: run<KvDType::BF16>(a); break;
+      case KvDType::Int8: run<KvDType::Int8>(a); break;
+      case KvDType::Int8Static: run<KvDType::Int8Static>(a); break;
+      case KvDType::Fp8E4M3: run<KvDType::Fp8E4M3>(a); break;
+      case KvDType::Fp8E5M2: run<KvDType::Fp8E5M2>(a); break;
     }
+    if (a.merge_into == nullptr) return;
+    const int pdim_v = padded_dim(a.head_dim_v);
+    for (int r = 0; r < a.num_queries; ++r)
+      merge(a.merge_into[r], SoftmaxState{a.o + int64_t(r) * pdim_v, a.m[r], a.d[r]}, pdim_v);
   }
 };
 
