@@ -4,8 +4,9 @@
 // active_isa() is Avx512Vnni.
 //
 //   scores: each query is rounded to int16 with its own scale (|q| max -> 32767), K rows widen to int16
-//           and two keys' rows interleave by 32-bit lanes, vpdpwssd sums q.k exactly in int32 (|sum| < 128 * 32767 * 127 * head_dim / 128 < 2^31 for
-//           head_dim <= 256); score = float(sum) * scale * q_scale * k_scale.
+//           and two keys' rows interleave by 32-bit lanes, vpdpwssd sums q.k exactly in int32 (|sum| <=
+//           head_dim * 32767 * 127 < 2^31 for head_dim <= 256); score = float(sum) * scale * q_scale * k_scale.
+//           The tile state merges into the driver's running state in the output pass (merge_into).
 //   values: the softmax weights p_j * v_scale_j of a query are rounded to int16 against their tile max,
 //           two keys' V rows interleave byte by byte and widen to int16 pairs, vpdpwssd accumulates
 //           w_j v_j + w_j+1 v_j+1 exactly in int32 (< 64 * 32767 * 127 < 2^31); o = float(sum) * w_max / 32767.
