@@ -349,8 +349,13 @@ struct TileKernel {
     for (int j = 0; j < n; ++j) out[j] = static_cast<const uint8_t*>(rows[j]) + a.row_offset;
     for (int j = n; j < n_pad; ++j) out[j] = kZeroRow;
     if (per_row) {
-      for (int j = 0; j < n; ++j) row_scale[j] = scales[j][a.scale_offset];
-      for (int j = n; j < n_pad; ++j) row_scale[j] = 0.0f;
+      int j = 0;
+      if constexpr (requires { S::copy_if_contiguous8(scales, int64_t(0), row_scale); })
+        for (; j + 8 <= n; j += 8)
+          if (!S::copy_if_contiguous8(scales + j, a.scale_offset, row_scale + j))
+            for (int t = j; t < j + 8; ++t) row_scale[t] = scales[t][a.scale_offset];
+      for (; j < n; ++j) row_scale[j] = scales[j][a.scale_offset];
+      for (; j < n_pad; ++j) row_scale[j] = 0.0f;
     }
   }
 
