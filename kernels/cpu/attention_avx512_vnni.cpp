@@ -255,10 +255,11 @@ struct IntTile {
       const __m512 f = _mm512_set1_ps(a.scale * global_k * q_scale[r]);
       const int lo = a.lo[r], hi = a.hi[r];
       __m512 mx = _mm512_set1_ps(kNegInf), vmax = _mm512_setzero_ps();  // score max; V row scale max in [lo, hi)
+      const bool all = lo <= 0 && hi >= n_pad;  // every key visible (decode): no lane masks
       for (int j = 0; j < n_pad; j += 16) {
         __m512 x = _mm512_mul_ps(_mm512_loadu_ps(s + j), f);
         if (per_row) x = _mm512_mul_ps(x, _mm512_loadu_ps(rk + j));
-        const __mmask16 in = lanes_in(lo - j, hi - j);
+        const __mmask16 in = all ? __mmask16(0xffff) : lanes_in(lo - j, hi - j);
         if (plain) x = _mm512_mask_blend_ps(in, _mm512_set1_ps(kNegInf), x);
         mx = _mm512_max_ps(mx, x);
         if (per_row) vmax = _mm512_mask_max_ps(vmax, in, vmax, _mm512_loadu_ps(rv + j));
