@@ -4,7 +4,8 @@
 // QuerySet, so one pass reads each head's keys once; with every head in the item, the blocks of the next
 // tile are prefetched front to back. Span items leave their states in a buffer, folded afterwards per
 // (sequence, query head) in key order - the same fold a whole-sequence item does, so both plans give the
-// same bits. Past steps are read through the beam cache indirection when given.
+// same bits (and a sequence the split plan would give one item anyway runs as a whole-sequence item).
+// Past steps are read through the beam cache indirection when given.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -129,20 +130,24 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   // its keys with the next tile prefetched, instead of starting cold at every span.
   const int64_t chunk = std::max<int64_t>(1, num_spans * num_groups / (kSplitItemsPerThread * pool.num_threads()));
   std::vector<DecodeItem> items;
-  std::vector<int64_t> first_part;  // [seqs] first partial slot of each split sequence
+  std::vector<size_t> folded;       // sequences split over several items, folded afterwards
+  std::vector<int64_t> first_part;  // [folded] first partial slot of each, then the end
   int64_t num_parts = 0;
   for (size_t k = 0; k < seqs.size(); ++k) {
-    first_part.push_back(num_parts);
-    if (!split) {
+    // A sequence that would be one item anyway (all its spans and heads) writes its output directly.
+    if (!split || (num_groups == 1 && span_hi[k] - span_lo[k] <= chunk)) {
       items.push_back({seqs[k], span_lo[k], span_hi[k], 0, Nkv, -1});
       continue;
     }
+    folded.push_back(k);
+    first_part.push_back(num_parts);
     for (int64_t sp = span_lo[k]; sp < span_hi[k]; sp += chunk)
       for (int g = 0; g < num_groups; ++g)
         items.push_back({seqs[k], sp, std::min(sp + chunk, span_hi[k]), g * Nkv / num_groups, (g + 1) * Nkv / num_groups,
                          num_parts + sp - span_lo[k]});
     num_parts += span_hi[k] - span_lo[k];
   }
+  first_part.push_back(num_parts);
   const int64_t stride = pdim_v + 2;
   // [num_parts, Nq, pdim_v + 2], every slot written by its item. Kept across calls: a fresh vector of this
   // size is an mmap, page faults and a memset every step.
@@ -151,16 +156,15 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   if (buffer.size() < size_t(num_parts * Nq * stride)) buffer.resize(size_t(num_parts * Nq * stride));
   float* parts = buffer.data();
   pool.run(int64_t(items.size()), [&](int64_t i) { decode_item(p, rope, items[size_t(i)], parts); });
-  if (!split) return;
+  if (folded.empty()) return;
 
-  // Fold the span states of each (sequence, query head) in key order.
-  pool.run(int64_t(seqs.size()) * Nq, [&](int64_t i) {
-    const size_t k = size_t(i / Nq);
-    const int s = seqs[k], n = int(i % Nq);
-    const int64_t end = k + 1 < seqs.size() ? first_part[k + 1] : num_parts;
+  // Fold the span states of each split (sequence, query head) in key order.
+  pool.run(int64_t(folded.size()) * Nq, [&](int64_t i) {
+    const size_t f = size_t(i / Nq);
+    const int s = seqs[folded[f]], n = int(i % Nq);
     SoftmaxState row{thread_workspace().get(pdim_v), 0.0f, 0.0f};  // the items are done with it
     reset_state(row, pdim_v);
-    for (int64_t t = first_part[k]; t < end; ++t) {
+    for (int64_t t = first_part[f]; t < first_part[f + 1]; ++t) {
       float* part = parts + (t * Nq + n) * stride;
       merge_state(row, SoftmaxState{part, part[pdim_v], part[pdim_v + 1]}, pdim_v);
     }
