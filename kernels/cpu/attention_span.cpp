@@ -179,23 +179,35 @@ struct PrefetchPlan {
   int num = 0;
   int64_t bytes = 0;                     // per region
   const char* regions[2 * kKvTile];      // block data (whole blocks) or K / V rows
+  int num_scales = 0;                    // whole blocks: their Int8 scales, scale_bytes each
+  int64_t scale_bytes = 0;
+  const char* scales[kKvTile];
 };
 
-// The next tile [t0, t0 + n) of sequence `seq` as whole blocks (every head, K and V) in block order, their
-// Int8 scales prefetched right away. False when a block is larger than a tile or beams scatter the keys.
+// Prefetches share [i, i + 1) of `parts` of the plan's block scales: the heads of a tile step take turns,
+// a few lines each (measured: all of them at once at the step's start left a third of them missing when
+// the next step read them).
+void prefetch_scales(const PrefetchPlan& plan, int i, int parts) {
+  const int64_t begin = plan.scale_bytes * i / parts & ~int64_t(63), end = plan.scale_bytes * (i + 1) / parts;
+  for (int b = 0; b < plan.num_scales; ++b)
+    for (int64_t x = begin; x < end; x += 64) prefetch_line(plan.scales[b] + x);
+}
+
+// The next tile [t0, t0 + n) of sequence `seq` as whole blocks (every head, K and V) in block order, and
+// their Int8 scales. False when a block is larger than a tile or beams scatter the keys.
 bool plan_blocks(const AttentionParams& p, int seq, int64_t t0, int n, PrefetchPlan* plan) {
   const PagedKvView& kv = p.kv;
   if (p.cache_indir != nullptr || kv.block_size > kKvTile) return false;
   const int64_t rows_per_block = 2 * int64_t(kv.num_kv_heads) * kv.block_size;
   plan->num = 0;
+  plan->num_scales = 0;
   plan->bytes = rows_per_block * kv.head_dim * kv_elem_bytes(kv.dtype);
+  plan->scale_bytes = rows_per_block * kv.num_scale_groups() * int64_t(sizeof(float));
   for (int64_t pos = t0; pos < t0 + n; pos += kv.block_size) {
     const int64_t block = kv.block_of(seq, pos);
     plan->regions[plan->num++] = static_cast<const char*>(kv.row(block, 0, 0, 0));
-    if (kv.scales != nullptr) {
-      const auto* sc = reinterpret_cast<const char*>(kv.row_scales(block, 0, 0, 0).group);
-      for (int64_t b = 0; b < rows_per_block * kv.num_scale_groups() * 4; b += 64) prefetch_line(sc + b);
-    }
+    if (kv.scales != nullptr)
+      plan->scales[plan->num_scales++] = reinterpret_cast<const char*>(kv.row_scales(block, 0, 0, 0).group);
   }
   return true;
 }
@@ -313,6 +325,7 @@ void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWor
       a.prefetch = plan.regions;
       a.num_prefetch = plan.num;
       a.prefetch_bytes = plan.bytes;
+      if (by_block) prefetch_scales(plan, i, num_heads);
       a.prefetch_begin = by_block ? plan_bytes * i / num_heads : 0;
       a.prefetch_end = by_block ? plan_bytes * (i + 1) / num_heads : plan_bytes;
       a.num_queries = R;
