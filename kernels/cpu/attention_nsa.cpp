@@ -63,6 +63,7 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
   a.m = tile_m;
   a.d = tile_d;
   a.scratch = scratch;
+  a.merge_into = row;  // each tile folds into the token's states
   const AttendTileFn attend = attend_tile_fn();
   const int64_t k_row_bytes = int64_t(p.num_kv_heads) * p.head_dim_qk * eb;
   const int64_t v_row_bytes = int64_t(p.num_kv_heads) * p.head_dim_v * eb;
@@ -76,7 +77,6 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
       hi[g] = n;
     }
     attend(a);
-    for (int g = 0; g < G; ++g) merge_state(row[g], SoftmaxState{tile_o + int64_t(g) * pdim_v, tile_m[g], tile_d[g]}, pdim_v);
     n = 0;
   };
   for (int c = 0; c < count; ++c) {

@@ -188,7 +188,7 @@ struct PrefetchPlan {
 // a few lines each (measured: all of them at once at the step's start left a third of them missing when
 // the next step read them).
 void prefetch_scales(const PrefetchPlan& plan, int i, int parts) {
-  const int64_t begin = plan.scale_bytes * i / parts & ~int64_t(63), end = plan.scale_bytes * (i + 1) / parts;
+  const int64_t begin = (plan.scale_bytes * i / parts) & ~int64_t(63), end = plan.scale_bytes * (i + 1) / parts;
   for (int b = 0; b < plan.num_scales; ++b)
     for (int64_t x = begin; x < end; x += 64) prefetch_line(plan.scales[b] + x);
 }
