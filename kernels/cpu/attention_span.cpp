@@ -185,8 +185,8 @@ struct PrefetchPlan {
 };
 
 // Prefetches share [i, i + 1) of `parts` of the plan's block scales: the heads of a tile step take turns,
-// a few lines each (measured: all of them at once at the step's start left a third of them missing when
-// the next step read them).
+// a few lines each (measured: with all of them at once at the step's start, the next step's scale loads
+// stalled; their routine's share of an int8 decode profile halved, 6 % -> 3 %, with the turns).
 void prefetch_scales(const PrefetchPlan& plan, int i, int parts) {
   const int64_t begin = (plan.scale_bytes * i / parts) & ~int64_t(63), end = plan.scale_bytes * (i + 1) / parts;
   for (int b = 0; b < plan.num_scales; ++b)
