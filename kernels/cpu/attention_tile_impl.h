@@ -22,7 +22,6 @@
 // NOTE: deliberately in an anonymous namespace (see attention_tile.h).
 #pragma once
 #include <cstdint>
-#include <cstring>
 
 #include "kernels/cpu/attention_tile.h"
 
