@@ -75,6 +75,11 @@ struct HeadWork {
 void attend_span(const AttentionParams& p, int seq, int64_t total, const HeadWork* heads, int num_heads,
                  int64_t span_begin, int64_t prefetch_limit, float* scratch);
 
+// Prefetches (towards L2) tile [t0, t0 + kKvTile) of KV heads [head_begin, head_end) of sequence seq, head by
+// head in the order the tile routine reads them: the first tile of a work item, which no earlier tile
+// prefetched (measured: f16 decode at 8k, batch 1, 2-4 % faster).
+void prefetch_tile(const AttentionParams& p, int seq, int head_begin, int head_end, int64_t t0, int64_t total);
+
 // The first and one-past-last span index any query of qs sees.
 void span_range(const QuerySet& qs, int64_t* first, int64_t* last);
 

@@ -228,6 +228,25 @@ void plan_rows(const AttentionParams& p, const TileRows& rows, PrefetchPlan* pla
 
 }  // namespace
 
+void prefetch_tile(const AttentionParams& p, int seq, int head_begin, int head_end, int64_t t0, int64_t total) {
+  const int n = int(std::min<int64_t>(kKvTile, total - t0));
+  const int64_t row_bytes = int64_t(p.kv.head_dim) * kv_elem_bytes(p.kv.dtype);
+  TileRows rows;
+  for (int h = head_begin; h < head_end && n > 0; ++h) {
+    fill_tile_rows(p, seq, h, t0, n, &rows);
+    for (int j = 0; j < n; ++j)
+      for (int64_t b = 0; b < row_bytes; b += 64) prefetch_line(static_cast<const char*>(rows.k[j]) + b);
+    for (int j = 0; j < n; ++j)
+      for (int64_t b = 0; b < row_bytes; b += 64) prefetch_line(static_cast<const char*>(rows.v[j]) + b);
+    if (p.kv.scales != nullptr)
+      for (int j = 0; j < n; ++j)
+        if (j == 0 || (reinterpret_cast<uintptr_t>(rows.k_scales[j]) & 63) == 0) {
+          prefetch_line(rows.k_scales[j]);
+          prefetch_line(rows.v_scales[j]);
+        }
+  }
+}
+
 int64_t span_scratch_floats(const AttentionParams& p, int num_queries) {
   return int64_t(num_queries) * (padded_dim(p.head_dim_v) + 2) + 32 +
          tile_scratch_floats(num_queries, p.head_dim, p.head_dim_v);
