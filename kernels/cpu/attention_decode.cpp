@@ -10,8 +10,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <memory>
 #include <cstdlib>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/attention_driver.h"
