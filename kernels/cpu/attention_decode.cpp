@@ -167,9 +167,11 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   std::vector<int> num_items;  // [folded]
   int64_t num_parts = 0;
   for (size_t k = 0; k < seqs.size(); ++k) {
-    // A sequence that would be one item anyway (all its spans and heads) writes its output directly.
-    if (!split || (num_groups == 1 && span_hi[k] - span_lo[k] <= chunk)) {
-      items.push_back({seqs[k], span_lo[k], span_hi[k], 0, Nkv, -1, -1});
+    // Items that see all of a sequence's spans (each for its group of heads) write their rows directly.
+    if (!split || span_hi[k] - span_lo[k] <= chunk) {
+      const int groups = split ? num_groups : 1;
+      for (int g = 0; g < groups; ++g)
+        items.push_back({seqs[k], span_lo[k], span_hi[k], g * Nkv / groups, (g + 1) * Nkv / groups, -1, -1});
       continue;
     }
     const int f = int(folds.seqs.size());
