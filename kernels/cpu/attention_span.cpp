@@ -230,15 +230,17 @@ void plan_rows(const AttentionParams& p, const TileRows& rows, PrefetchPlan* pla
 
 void prefetch_tile(const AttentionParams& p, int seq, int head_begin, int head_end, int64_t t0, int64_t total) {
   const int n = int(std::min<int64_t>(kKvTile, total - t0));
+  if (n <= 0) return;
   const int64_t row_bytes = int64_t(p.kv.head_dim) * kv_elem_bytes(p.kv.dtype);
+  const bool grouped = kv_has_group_scales(p.kv.dtype);
   TileRows rows;
-  for (int h = head_begin; h < head_end && n > 0; ++h) {
+  for (int h = head_begin; h < head_end; ++h) {
     fill_tile_rows(p, seq, h, t0, n, &rows);
     for (int j = 0; j < n; ++j)
       for (int64_t b = 0; b < row_bytes; b += 64) prefetch_line(static_cast<const char*>(rows.k[j]) + b);
     for (int j = 0; j < n; ++j)
       for (int64_t b = 0; b < row_bytes; b += 64) prefetch_line(static_cast<const char*>(rows.v[j]) + b);
-    if (p.kv.scales != nullptr)
+    if (grouped)
       for (int j = 0; j < n; ++j)
         if (j == 0 || (reinterpret_cast<uintptr_t>(rows.k_scales[j]) & 63) == 0) {
           prefetch_line(rows.k_scales[j]);
