@@ -9,7 +9,7 @@ namespace {
 
 struct Avx2 {
   static constexpr int W = 8;
-  static constexpr int kMaxQB = 2;       // queries per score / weight block (2 x 4 keys = 8 sums)
+  static constexpr int kMaxQB = 4;       // queries per score / weight block (4 x 2 keys = 8 sums)
   static constexpr int kAccBudget = 8;   // accumulators of a weight block (16 ymm registers)
   using V = __m256;
   static V zero() { return _mm256_setzero_ps(); }
@@ -43,8 +43,14 @@ struct Avx2 {
   // Stores lanes [r * KB, (r + 1) * KB) of v.
   template <int KB>
   static void store_lanes(float* dst, V v, int r) {
-    if constexpr (KB == 8) _mm256_storeu_ps(dst, v);
-    else _mm_storeu_ps(dst, r == 0 ? _mm256_castps256_ps128(v) : _mm256_extractf128_ps(v, 1));
+    if constexpr (KB == 8) {
+      _mm256_storeu_ps(dst, v);
+    } else if constexpr (KB == 4) {
+      _mm_storeu_ps(dst, r == 0 ? _mm256_castps256_ps128(v) : _mm256_extractf128_ps(v, 1));
+    } else {
+      const __m128 half = r < 2 ? _mm256_castps256_ps128(v) : _mm256_extractf128_ps(v, 1);
+      _mm_storel_pi(reinterpret_cast<__m64*>(dst), r % 2 == 0 ? half : _mm_movehl_ps(half, half));
+    }
   }
   // Cephes expf: x = n ln2 + r, |r| <= ln2 / 2, degree-6 polynomial, times 2^n; 0 below -87.3.
   static V exp(V x) {

@@ -199,7 +199,7 @@ struct TileKernel {
     }
     // Up to `step` lines, not past the region's end; the next call goes on in the next region. No check
     // per line: the tile's inner loops call it.
-    void issue() {
+    [[gnu::always_inline]] void issue() {
       const int64_t n = std::min<int64_t>(int64_t(step) * 64, stop - p);
       for (int64_t b = 0; b < n; b += 64) prefetch_l2(p + b);
       p += n;
@@ -219,7 +219,8 @@ struct TileKernel {
   // the V rows of each key group: the weighting pass reads them next (measured at 8k: f16 and bf16 decode
   // 7-11 % faster; pulling K rows ahead the same way did not help, and for 1-byte rows, fp8 and int8, it
   // costs more than it saves, so they skip it).
-  static void prefetch_rows_l1(const TileArgs& a, const void* const* rows, int dim, int j0, int count) {
+  [[gnu::always_inline]] static void prefetch_rows_l1(const TileArgs& a, const void* const* rows, int dim, int j0,
+                                                      int count) {
     if (kv_elem_bytes(a.dtype) < 2) return;
     const int bytes = dim * kv_elem_bytes(a.dtype);
     for (int j = j0; j < j0 + count && j < a.num_keys; ++j) {
