@@ -25,6 +25,7 @@
 
 #include "cache/kv_cache.h"
 #include "kernels/attention_params.h"
+#include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/thread_pool.h"
 
@@ -201,6 +202,76 @@ void run_decode(benchmark::State& state, KvDType dtype, int64_t kv_len, int batc
                  " threads");
 }
 
+// The tile routine alone (kernels/cpu/attention_tile.h): R query heads of one KV head against 64-key tiles
+// of head dim 128, cycling over 16 tiles (K and V of f16 fill 512 KiB, within L2) with the next tile
+// prefetched as the drivers do; the routine's compute cost for a GQA group of R query heads. Time per
+// iteration = one tile of 64 keys; items = keys.
+void run_tile(benchmark::State& state, KvDType dtype, int num_queries) {
+  using cpu::kKvTile;
+  constexpr int kTiles = 16, kDim = kHeadDim;
+  const size_t R = static_cast<size_t>(num_queries);
+  const int64_t row_bytes = int64_t(kDim) * kv_elem_bytes(dtype);
+  const int64_t tile_bytes = int64_t(kKvTile) * row_bytes;
+  std::vector<uint8_t> k(size_t(kTiles * tile_bytes)), v(k.size());
+  fill_codes(dtype, k.data(), int64_t(k.size()));
+  fill_codes(dtype, v.data(), int64_t(v.size()));
+  std::vector<const void*> k_rows(size_t(kTiles) * kKvTile), v_rows(k_rows.size());
+  for (size_t j = 0; j < k_rows.size(); ++j) {
+    k_rows[j] = k.data() + int64_t(j) * row_bytes;
+    v_rows[j] = v.data() + int64_t(j) * row_bytes;
+  }
+  std::vector<float> row_scales(size_t(kTiles) * kKvTile, 0.01f);
+  std::vector<const float*> scale_rows(k_rows.size());
+  for (size_t j = 0; j < scale_rows.size(); ++j) scale_rows[j] = &row_scales[j];
+  const int pdim = cpu::padded_dim(kDim);
+  std::vector<float> q(R * size_t(pdim)), o(q.size()), m(R), d(R);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * float(i % 17);
+  std::vector<int16_t> q16(R * 2 * kDim);
+  std::vector<float> q16_scale(R);
+  const bool use_q16 = cpu::tile_uses_q16(cpu::active_isa() >= cpu::Isa::Avx512Vnni, dtype, kDim, kDim, kDim);
+  if (use_q16) cpu::quantize_queries_int16(q.data(), num_queries, kDim, q16.data(), q16_scale.data());
+  std::vector<float> scratch(size_t(cpu::tile_scratch_floats(num_queries, kDim, kDim)) + 16);
+  std::vector<int> lo(R, 0), hi(R, kKvTile);
+  const char* next[2];
+  cpu::TileArgs a;
+  a.num_queries = num_queries;
+  a.q = q.data();
+  a.q16 = use_q16 ? q16.data() : nullptr;
+  a.q16_scale = use_q16 ? q16_scale.data() : nullptr;
+  a.head_dim = a.head_dim_v = kDim;
+  a.scale = 0.1f;
+  a.num_keys = kKvTile;
+  a.dtype = dtype;
+  a.quant_group = kDim;
+  a.quant_orig_k = a.quant_orig_v = 0.01f;
+  a.lo = lo.data();
+  a.hi = hi.data();
+  a.o = o.data();
+  a.m = m.data();
+  a.d = d.data();
+  a.scratch = scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
+  a.prefetch = next;
+  a.num_prefetch = 2;
+  a.prefetch_bytes = tile_bytes;
+  a.prefetch_end = 2 * tile_bytes;
+  const cpu::AttendTileFn attend = cpu::attend_tile_fn();
+  int t = 0;
+  for (auto _ : state) {
+    const int t1 = t + 1 == kTiles ? 0 : t + 1;
+    a.k_rows = &k_rows[size_t(t) * kKvTile];
+    a.v_rows = &v_rows[size_t(t) * kKvTile];
+    a.k_scales = &scale_rows[size_t(t) * kKvTile];
+    a.v_scales = a.k_scales;
+    next[0] = static_cast<const char*>(k_rows[size_t(t1) * kKvTile]);
+    next[1] = static_cast<const char*>(v_rows[size_t(t1) * kKvTile]);
+    attend(a);
+    benchmark::DoNotOptimize(o.data());
+    t = t1;
+  }
+  state.SetItemsProcessed(state.iterations() * kKvTile);  // keys (of one KV head with its R query heads)
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())));
+}
+
 // One sequence's prefill of s rows over its own s keys (already cached), causal.
 void run_context(benchmark::State& state, KvDType dtype, int64_t len) {
   DecodeSetup& s = decode_setup(dtype, len, 1);
@@ -233,6 +304,11 @@ bool register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+  for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3})
+    for (int r : {1, 2, 4, 8, 16}) {
+      const std::string name = "tile/" + std::string(kv_dtype_name(dtype)) + "/r" + std::to_string(r);
+      benchmark::RegisterBenchmark(name.c_str(), run_tile, dtype, r)->Unit(benchmark::kNanosecond);
+    }
   for (KvDType dtype : {KvDType::F16, KvDType::Int8})
     for (int64_t len : {512, 2048}) {
       const std::string name = "context/" + std::string(kv_dtype_name(dtype)) + "/s" + std::to_string(len);
