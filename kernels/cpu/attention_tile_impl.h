@@ -378,9 +378,9 @@ struct TileKernel {
     }
     // Widen on the fly unless many queries would widen each row many times, or a row does not fill
     // whole vectors, or Int8 group scales vary inside a row. "Many": more than 4 query blocks for 2-byte
-    // rows (one instruction widens W values), more than 2 for 1-byte codes (3-4 instructions); measured
-    // per key in L2, f16 R = 8: 219 -> 172 cycles against staging past one block, R = 16: 378 -> 339,
-    // e4m3 R = 8: 214 -> 207, but e4m3 R = 16 8 % slower on the fly.
+    // rows (one instruction widens W values), more than 2 for 1-byte codes (3-4 instructions). Measured
+    // against staging past one block (bench_attention tile/ cases): f16 R = 8 -22 %, R = 16 -11 %, e4m3
+    // R = 8 -4 %, but e4m3 R = 16 +8 % on the fly.
     const bool grouped = T == KvDType::Int8 && !per_row;
     constexpr int kOnTheFlyBlocks = Widen<S, T>::kBytes >= 2 ? 4 : 2;
     const bool many = T != KvDType::F32 && R > kOnTheFlyBlocks * S::kMaxQB;
