@@ -212,6 +212,16 @@ bool plan_blocks(const AttentionParams& p, int seq, int64_t t0, int n, PrefetchP
   return true;
 }
 
+// Prefetches the lines holding the Int8 group scales of `rows` (fill_tile_rows of a grouped dtype): the
+// first row's, then each row's whose scales start a line.
+void prefetch_scale_lines(const TileRows& rows) {
+  for (int j = 0; j < rows.num; ++j)
+    if (j == 0 || (reinterpret_cast<uintptr_t>(rows.k_scales[j]) & 63) == 0) {
+      prefetch_line(rows.k_scales[j]);
+      prefetch_line(rows.v_scales[j]);
+    }
+}
+
 // One head's next tile as its K and V rows, their Int8 scales prefetched right away.
 void plan_rows(const AttentionParams& p, const TileRows& rows, PrefetchPlan* plan) {
   plan->num = 0;
@@ -219,11 +229,8 @@ void plan_rows(const AttentionParams& p, const TileRows& rows, PrefetchPlan* pla
   for (int j = 0; j < rows.num; ++j) {
     plan->regions[plan->num++] = static_cast<const char*>(rows.k[j]);
     plan->regions[plan->num++] = static_cast<const char*>(rows.v[j]);
-    if (p.kv.scales != nullptr && (j == 0 || (reinterpret_cast<uintptr_t>(rows.k_scales[j]) & 63) == 0)) {
-      prefetch_line(rows.k_scales[j]);
-      prefetch_line(rows.v_scales[j]);
-    }
   }
+  if (kv_has_group_scales(p.kv.dtype)) prefetch_scale_lines(rows);
 }
 
 }  // namespace
@@ -240,12 +247,7 @@ void prefetch_tile(const AttentionParams& p, int seq, int head_begin, int head_e
       for (int64_t b = 0; b < row_bytes; b += 64) prefetch_line(static_cast<const char*>(rows.k[j]) + b);
     for (int j = 0; j < n; ++j)
       for (int64_t b = 0; b < row_bytes; b += 64) prefetch_line(static_cast<const char*>(rows.v[j]) + b);
-    if (grouped)
-      for (int j = 0; j < n; ++j)
-        if (j == 0 || (reinterpret_cast<uintptr_t>(rows.k_scales[j]) & 63) == 0) {
-          prefetch_line(rows.k_scales[j]);
-          prefetch_line(rows.v_scales[j]);
-        }
+    if (grouped) prefetch_scale_lines(rows);
   }
 }
 
