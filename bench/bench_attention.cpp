@@ -305,7 +305,7 @@ bool register_all() {
             ->Unit(benchmark::kMicrosecond);
       }
   for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3})
-    for (int r : {1, 2, 4, 8, 16}) {
+    for (int r : {1, 2, 3, 4, 8, 16}) {
       const std::string name = "tile/" + std::string(kv_dtype_name(dtype)) + "/r" + std::to_string(r);
       benchmark::RegisterBenchmark(name.c_str(), run_tile, dtype, r)->Unit(benchmark::kNanosecond);
     }
