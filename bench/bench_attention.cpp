@@ -25,6 +25,7 @@
 
 #include "cache/kv_cache.h"
 #include "kernels/attention_params.h"
+#include "kernels/cpu/attention_driver.h"
 #include "kernels/cpu/attention_tile.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/thread_pool.h"
@@ -230,7 +231,7 @@ void run_tile(benchmark::State& state, KvDType dtype, int num_queries) {
   std::vector<float> q16_scale(R);
   const bool use_q16 = cpu::tile_uses_q16(cpu::active_isa() >= cpu::Isa::Avx512Vnni, dtype, kDim, kDim, kDim);
   if (use_q16) cpu::quantize_queries_int16(q.data(), num_queries, kDim, q16.data(), q16_scale.data());
-  std::vector<float> scratch(size_t(cpu::tile_scratch_floats(num_queries, kDim, kDim)) + 16);
+  cpu::Workspace scratch;
   std::vector<int> lo(R, 0), hi(R, kKvTile);
   const char* next[2];
   cpu::TileArgs a;
@@ -249,7 +250,7 @@ void run_tile(benchmark::State& state, KvDType dtype, int num_queries) {
   a.o = o.data();
   a.m = m.data();
   a.d = d.data();
-  a.scratch = scratch.data() + (16 - reinterpret_cast<uintptr_t>(scratch.data()) / 4 % 16) % 16;
+  a.scratch = scratch.get(cpu::tile_scratch_floats(num_queries, kDim, kDim));  // 64-byte aligned
   a.prefetch = next;
   a.num_prefetch = 2;
   a.prefetch_bytes = tile_bytes;
