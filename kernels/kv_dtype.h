@@ -119,6 +119,14 @@ inline float fp8_e4m3_to_f32(uint8_t c) {
 }
 // e5m2 is the upper byte of an f16.
 inline float fp8_e5m2_to_f32(uint8_t c) { return f16_to_f32(uint16_t(c << 8)); }
+// The bf16 bit pattern of the value of an e4m3 (e5m2 = false) or e5m2 code: exact, as bf16 holds every fp8
+// value; the AVX-512 BF16 tile routine looks codes up in a table of these.
+inline uint16_t fp8_to_bf16_bits(bool e5m2, uint8_t c) {
+  const float x = e5m2 ? fp8_e5m2_to_f32(c) : fp8_e4m3_to_f32(c);
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  return uint16_t(bits >> 16);
+}
 
 // ---- rows ----
 

@@ -53,6 +53,7 @@ using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
 RowsFn rows_fn(cpu::Isa isa, DType dtype) {
   switch (isa) {
+    case cpu::Isa::Avx512Bf16:
     case cpu::Isa::Avx512Vnni:
       return dtype == DType::Q8_0 ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_avx512;
     case cpu::Isa::Avx512: return cpu::matmul_rows_avx512;

@@ -30,30 +30,6 @@ constexpr int kQMax16 = 32767;
   return _mm512_add_epi32(_mm512_shuffle_i32x4(x, y, 0x88), _mm512_shuffle_i32x4(x, y, 0xdd));
 }
 
-// Lanes t of a 16-key vector with lo <= t < hi.
-[[gnu::always_inline]] inline __mmask16 lanes_in(int lo, int hi) {
-  const uint32_t below_hi = hi <= 0 ? 0u : hi >= 16 ? 0xffffu : (1u << hi) - 1;
-  const uint32_t below_lo = lo <= 0 ? 0u : lo >= 16 ? 0xffffu : (1u << lo) - 1;
-  return __mmask16(below_hi & ~below_lo);
-}
-
-// e^x for x <= 0, to a few 1e-6 relative (the weights are then rounded to 15 bits): 2^(x log2 e) as a
-// degree-5 polynomial of the fraction times 2^n by vscalefps, half the instructions of Avx512::exp; 0
-// below -87.3, -inf included.
-[[gnu::always_inline]] inline __m512 exp_nonpositive(__m512 x) {
-  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.3f), _CMP_GE_OQ);
-  const __m512 t = _mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f));
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(t, n);  // [-0.5, 0.5]
-  __m512 y = _mm512_set1_ps(1.3333558e-3f);
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(9.6181291e-3f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(5.5504109e-2f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(2.4022651e-1f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(6.9314718e-1f));
-  y = _mm512_fmadd_ps(y, f, _mm512_set1_ps(1.0f));
-  return _mm512_maskz_scalef_ps(keep, y, n);
-}
-
 // 32 int8 of a row from feature i, widened to int16.
 [[gnu::always_inline]] inline __m512i widen_i8x32(const void* row, int i) {
   return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const int8_t*>(row) + i)));

@@ -38,6 +38,7 @@ void write_state(const SoftmaxState& s, float* out, int dim) {
 
 AttendTileFn attend_tile_fn() {
   const Isa isa = active_isa();
+  if (isa >= Isa::Avx512Bf16) return attend_tile_avx512_bf16;
   if (isa >= Isa::Avx512Vnni) return attend_tile_avx512_vnni;
   if (isa >= Isa::Avx512) return attend_tile_avx512;
   if (isa >= Isa::Avx2) return attend_tile_avx2;

@@ -110,6 +110,8 @@ void attend_tile_avx2(const TileArgs& a);
 void attend_tile_avx512(const TileArgs& a);
 // Int8 with one scale per row and Int8Static through VNNI integer dot products; the rest as avx512.
 void attend_tile_avx512_vnni(const TileArgs& a);
+// Fp8 (head dims multiples of 32) through bf16 dot products; the rest as avx512_vnni.
+void attend_tile_avx512_bf16(const TileArgs& a);
 // The entry point for active_isa().
 AttendTileFn attend_tile_fn();
 // merge_state per ISA (merge_state dispatches on active_isa()).

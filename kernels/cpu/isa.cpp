@@ -13,7 +13,11 @@ Isa detect() {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                       __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-  if (avx512) return __builtin_cpu_supports("avx512vnni") ? Isa::Avx512Vnni : Isa::Avx512;
+  if (avx512 && __builtin_cpu_supports("avx512vnni")) {
+    const bool bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi");
+    return bf16 ? Isa::Avx512Bf16 : Isa::Avx512Vnni;
+  }
+  if (avx512) return Isa::Avx512;
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
   return avx2 ? Isa::Avx2 : Isa::Scalar;
@@ -25,7 +29,7 @@ Isa initial_isa() {
   if (env == nullptr || *env == '\0') return best;
   Isa wanted;
   if (!parse_isa(env, &wanted)) {
-    std::fprintf(stderr, "inflight: ignoring unknown INFLIGHT_ISA=%s (scalar|avx2|avx512|avx512vnni)\n", env);
+    std::fprintf(stderr, "inflight: ignoring unknown INFLIGHT_ISA=%s (scalar|avx2|avx512|avx512vnni|avx512bf16)\n", env);
     return best;
   }
   if (!isa_supported(wanted)) {
@@ -49,12 +53,13 @@ std::string_view isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Avx512Bf16: return "avx512bf16";
   }
   return "?";
 }
 
 bool parse_isa(std::string_view s, Isa* out) {
-  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+  for (Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16}) {
     if (s == isa_name(isa)) {
       *out = isa;
       return true;

@@ -1,6 +1,7 @@
 // Run-time choice of the SIMD instruction set the CPU kernels use. One binary carries a scalar, an
-// AVX2+FMA+F16C, an AVX-512 (F/BW/VL/DQ) and an AVX-512 VNNI version of the hot kernels (VNNI only
-// changes the Q8_0 integer dot product); active_isa() picks one.
+// AVX2+FMA+F16C, an AVX-512 (F/BW/VL/DQ), an AVX-512 VNNI and an AVX-512 BF16 version of the hot kernels
+// (VNNI adds integer dot products: Q8_0 matmuls, int8 KV attention; BF16 with VBMI adds bf16 dot products:
+// fp8 KV attention); active_isa() picks one.
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -9,17 +10,18 @@ namespace inflight::kernels::cpu {
 
 // Ordered: a larger value implies the smaller ones are supported too. Dispatch with >= (e.g.
 // `isa >= Isa::Avx512` picks the AVX-512 kernel also under Avx512Vnni, which only adds int8 dot products).
-enum class Isa : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni };
+// Avx512Bf16: Avx512Vnni plus AVX512_BF16 and AVX512_VBMI (Zen 4, Sapphire Rapids).
+enum class Isa : uint8_t { Scalar, Avx2, Avx512, Avx512Vnni, Avx512Bf16 };
 
 std::string_view isa_name(Isa isa);
-// Parses "scalar" / "avx2" / "avx512" / "avx512vnni"; returns false for anything else.
+// Parses "scalar" / "avx2" / "avx512" / "avx512vnni" / "avx512bf16"; returns false for anything else.
 bool parse_isa(std::string_view s, Isa* out);
 
 // The best ISA this CPU (and OS: XSAVE state) supports.
 Isa detected_isa();
 bool isa_supported(Isa isa);
 
-// The ISA kernels use now. First use reads env INFLIGHT_ISA (scalar|avx2|avx512|avx512vnni); a request the CPU
+// The ISA kernels use now. First use reads env INFLIGHT_ISA (scalar|avx2|avx512|avx512vnni|avx512bf16); a request the CPU
 // cannot run falls back to detected_isa(). Default: detected_isa().
 Isa active_isa();
 // Overrides active_isa() (tests, benchmarks). Returns false, changing nothing, when unsupported.

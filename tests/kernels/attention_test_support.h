@@ -150,7 +150,7 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
 inline std::vector<kernels::cpu::Isa> supported_isas() {
   std::vector<kernels::cpu::Isa> out;
   for (kernels::cpu::Isa isa : {kernels::cpu::Isa::Scalar, kernels::cpu::Isa::Avx2, kernels::cpu::Isa::Avx512,
-                                kernels::cpu::Isa::Avx512Vnni})
+                                kernels::cpu::Isa::Avx512Vnni, kernels::cpu::Isa::Avx512Bf16})
     if (kernels::cpu::isa_supported(isa)) out.push_back(isa);
   return out;
 }

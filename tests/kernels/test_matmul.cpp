@@ -20,7 +20,7 @@ using namespace inflight::kernels;
 using cpu::Isa;
 
 constexpr DType kAllDtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni};
+constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16};
 
 // Restores the ISA the process started with when a test ends.
 struct IsaOverride {
