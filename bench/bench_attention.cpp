@@ -296,7 +296,7 @@ void run_context(benchmark::State& state, KvDType dtype, int64_t len) {
 
 bool register_all() {
   benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
-  for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3})
+  for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3, KvDType::Fp8E5M2})
     for (int64_t kv_len : {512, 2048, 8192, 16384})
       for (int batch : {1, 4, 16, 32}) {
         const std::string name = "decode/" + std::string(kv_dtype_name(dtype)) + "/kv" + std::to_string(kv_len) +
@@ -305,7 +305,7 @@ bool register_all() {
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
-  for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3})
+  for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3, KvDType::Fp8E5M2})
     for (int r : {1, 2, 3, 4, 8, 16}) {
       const std::string name = "tile/" + std::string(kv_dtype_name(dtype)) + "/r" + std::to_string(r);
       benchmark::RegisterBenchmark(name.c_str(), run_tile, dtype, r)->Unit(benchmark::kNanosecond);

@@ -1,21 +1,22 @@
-// AVX-512 BF16 tile routine for fp8 KV (e4m3 and e5m2, per-tensor scale): codes become bf16 by table
-// lookup (every fp8 value is exact in bf16), queries and softmax weights are rounded to bf16, and vdpbf16ps
-// does 32 multiply-adds per instruction into f32 accumulators. Other dtypes and head dims that are not a
-// multiple of 32 go to the VNNI routine. Compiled with -mavx512bf16 -mavx512vbmi on top of the AVX-512 VNNI
-// flags; reached only when active_isa() is Avx512Bf16.
+// AVX-512 BF16 tile routine for bf16 and fp8 KV (e4m3, e5m2: per-tensor scale): rows are bf16 words (fp8
+// codes become bf16 by table lookup: every fp8 value is exact in bf16), queries and softmax weights are
+// rounded to bf16, and vdpbf16ps does 32 multiply-adds per instruction into f32 accumulators, as
+// FlashAttention does on a GPU with bf16 inputs (bf16 Q, P rounded to bf16 for P V). Other dtypes and head
+// dims that are not a multiple of 32 go to the VNNI routine. Compiled with -mavx512bf16 -mavx512vbmi on top
+// of the AVX-512 VNNI flags; reached only when active_isa() is Avx512Bf16.
 //
-//   codes:  the low 7 bits of a code index two 128-byte tables (vpermi2b: high and low byte of the bf16
+//   fp8:    the low 7 bits of a code index two 128-byte tables (vpermi2b: high and low byte of the bf16
 //           value, fp8_to_bf16_bits), the sign bit is copied into the high byte, and unpacking the two byte
 //           vectors gives bf16 words.
 //   scores: two keys share an accumulator, key u of an 8-key group in the low 256 bits and key u + 4 in the
 //           high ones, against the query's bf16 features laid out to match (queries_bf16), so the transposed
 //           sum starts a level up and gives each query's keys in order.
-//   values: the V rows of keys j and j + 1 interleave byte by byte, so each f32 lane adds w_j v_j +
+//   values: the V rows of keys j and j + 1 interleave element by element, so each f32 lane adds w_j v_j +
 //           w_j+1 v_j+1; the output pass puts the features back in order (vpermt2ps).
 //
 // A query's arithmetic is lane-wise and the same whatever the blocking, so a result does not depend on R
-// or on the plan (the invariance of attention_tile.h). The bf16 roundings of q and of the weights
-// (relative 2^-9) are far below fp8's own (2^-4 for e4m3, 2^-3 for e5m2).
+// or on the plan (the invariance of attention_tile.h). The bf16 roundings of q and of the weights are
+// relative 2^-9: bf16's own, and far below fp8's (2^-4 for e4m3, 2^-3 for e5m2).
 #include "kernels/cpu/attention_avx512_traits.h"
 
 namespace inflight::kernels::cpu {
@@ -58,24 +59,63 @@ Fp8Tables load_tables(KvDType t) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(row) + i));
 }
 
-// Word indices of a 32-feature chunk as the scores read it: [0-7, 16-23] twice, then [8-15, 24-31] twice
-// (to_bf16 of two keys' 32 codes, one key per 256 bits).
-alignas(64) constexpr uint16_t kQueryOrder[64] = {
-    0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23,
-    8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+// How the rows of one dtype become bf16 words, 32 features at a time:
+//   keys(a, b, i, w0, w1):   features [i, i + 32) of key rows a and b, a's in the low 256 bits of w0 and w1,
+//                            b's in the high ones, in the word order kQueryOrder gives the query;
+//   values(x, y, i, w0, w1): features [i, i + 32) of V rows x and y as (x, y) word pairs, whose f32 dot
+//                            lanes kOutOrder puts back in feature order;
+//   kScale: whether the per-tensor scales apply (fp8).
+struct Fp8Rows {
+  Fp8Tables t;
+  static constexpr bool kScale = true;
+  // [0-7, 16-23] twice, then [8-15, 24-31] twice: to_bf16 of two keys' 32 codes, one key per 256 bits.
+  alignas(64) static constexpr uint16_t kQueryOrder[64] = {
+      0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23,
+      8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+  // Lanes of w0's dots: [f0-3, f16-19, f8-11, f24-27], of w1's: [f4-7, f20-23, f12-15, f28-31].
+  alignas(64) static constexpr int32_t kOutOrder[32] = {0, 1, 2, 3, 16, 17, 18, 19, 8,  9,  10, 11, 24, 25, 26, 27,
+                                                        4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
+  [[gnu::always_inline]] void keys(const void* a, const void* b, int i, __m512i& w0, __m512i& w1) const {
+    to_bf16(t, _mm512_inserti64x4(_mm512_castsi256_si512(load32(a, i)), load32(b, i), 1), w0, w1);
+  }
+  [[gnu::always_inline]] void values(const void* x, const void* y, int i, __m512i& w0, __m512i& w1) const {
+    const __m256i cx = load32(x, i), cy = load32(y, i);
+    // 128-bit lanes: (x, y) byte pairs of features 0-7, 16-23, 8-15, 24-31.
+    to_bf16(t, _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi8(cx, cy)), _mm256_unpackhi_epi8(cx, cy), 1),
+            w0, w1);
+  }
+};
 
-// Output lanes of the weighting: features 0-15 and 16-31 of a chunk from its two accumulators (lanes of
-// the first are [f0-3, f16-19, f8-11, f24-27], of the second [f4-7, f20-23, f12-15, f28-31]).
-alignas(64) constexpr int32_t kOutOrder[32] = {0, 1, 2, 3, 16, 17, 18, 19, 8,  9,  10, 11, 24, 25, 26, 27,
-                                               4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
+struct Bf16Rows {
+  static constexpr bool kScale = false;
+  // [0-15] twice, then [16-31] twice: each 256-bit half of a key row.
+  alignas(64) static constexpr uint16_t kQueryOrder[64] = {
+      0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+      16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+  // Lanes of w0's dots (unpacklo_epi16): [f0-3, f8-11, f16-19, f24-27], of w1's: [f4-7, f12-15, f20-23, f28-31].
+  alignas(64) static constexpr int32_t kOutOrder[32] = {0, 1, 2,  3,  16, 17, 18, 19, 4,  5,  6,  7,  20, 21, 22, 23,
+                                                        8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
+  [[gnu::always_inline]] static __m256i half(const void* row, int i) { return load32(row, 2 * i); }
+  [[gnu::always_inline]] void keys(const void* a, const void* b, int i, __m512i& w0, __m512i& w1) const {
+    w0 = _mm512_inserti64x4(_mm512_castsi256_si512(half(a, i)), half(b, i), 1);
+    w1 = _mm512_inserti64x4(_mm512_castsi256_si512(half(a, i + 16)), half(b, i + 16), 1);
+  }
+  [[gnu::always_inline]] void values(const void* x, const void* y, int i, __m512i& w0, __m512i& w1) const {
+    const __m512i vx = _mm512_loadu_si512(static_cast<const uint8_t*>(x) + 2 * i);
+    const __m512i vy = _mm512_loadu_si512(static_cast<const uint8_t*>(y) + 2 * i);
+    w0 = _mm512_unpacklo_epi16(vx, vy);
+    w1 = _mm512_unpackhi_epi16(vx, vy);
+  }
+};
 
-struct Fp8Tile {
+template <class Rows>
+struct PairTile {
   using F = TileKernel<Avx512>;
 
-  // q [R, pdim] -> qb [R, 2 D] bf16 words: per 32-feature chunk, the 64 words of kQueryOrder.
+  // q [R, pdim] -> qb [R, 2 D] bf16 words: per 32-feature chunk, the 64 words of Rows::kQueryOrder.
   static void queries_bf16(const float* q, int R, int D, uint16_t* qb) {
     const int pdim = padded_dim(D);
-    const __m512i ia = _mm512_load_si512(kQueryOrder), ib = _mm512_load_si512(kQueryOrder + 32);
+    const __m512i ia = _mm512_load_si512(Rows::kQueryOrder), ib = _mm512_load_si512(Rows::kQueryOrder + 32);
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < D; i += 32) {
         const float* x = q + int64_t(r) * pdim + i;
@@ -89,7 +129,7 @@ struct Fp8Tile {
   // Raw dots of queries [r0, r0 + QB) with keys [0, n_pad) into sc, NP key pairs (2 NP keys) per block:
   // pair p holds keys 8 (p / 4) + p % 4 and the one 4 on. Accumulator r * NP + p.
   template <int QB, int NP>
-  static void score_block(const TileArgs& a, const Fp8Tables& tb, const void* const* krows, const uint16_t* qb,
+  static void score_block(const TileArgs& a, const Rows& rows, const void* const* krows, const uint16_t* qb,
                           int r0, int n_pad, float* sc, F::PrefetchCursor& pc) {
     constexpr int NA = QB * NP;
     static_assert((NP == 4 || NP == 8) && (NA == 8 || NA == 16));
@@ -103,9 +143,8 @@ struct Fp8Tile {
 #pragma GCC unroll 8
         for (int p = 0; p < NP; ++p) {
           const int ka = j0 + 8 * (p / 4) + p % 4;
-          const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(load32(krows[ka], i)), load32(krows[ka + 4], i), 1);
           __m512i w0, w1;
-          to_bf16(tb, z, w0, w1);
+          rows.keys(krows[ka], krows[ka + 4], i, w0, w1);
 #pragma GCC unroll 4
           for (int r = 0; r < QB; ++r) {
             const uint16_t* q = qb + int64_t(r0 + r) * 2 * D + 2 * i;
@@ -136,7 +175,7 @@ struct Fp8Tile {
   // o[r] = sum_j w[r][j] * V_j over features [c0, c0 + 64) (two 32-feature chunks), queries [r0, r0 + QB),
   // keys [jlo, jhi) (jlo even; key jhi may be a padding row).
   template <int QB>
-  static void weigh_block(const TileArgs& a, const Fp8Tables& tb, const void* const* vrows, const uint16_t* wb,
+  static void weigh_block(const TileArgs& a, const Rows& rows, const void* const* vrows, const uint16_t* wb,
                           float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const F::MergeOp* op,
                           const float* mc, F::PrefetchCursor& pc) {
     __m512 acc[QB][4];  // [query][chunk 0 words 0, 1; chunk 1 words 0, 1]
@@ -156,11 +195,8 @@ struct Fp8Tile {
       }
 #pragma GCC unroll 2
       for (int c = 0; c < nc; ++c) {
-        const __m256i x = load32(vrows[j], c0 + 32 * c), y = load32(vrows[j + 1], c0 + 32 * c);
-        // 128-bit lanes: (key j, key j + 1) byte pairs of features 0-7, 16-23, 8-15, 24-31.
-        const __m512i z = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi8(x, y)), _mm256_unpackhi_epi8(x, y), 1);
         __m512i w0, w1;
-        to_bf16(tb, z, w0, w1);
+        rows.values(vrows[j], vrows[j + 1], c0 + 32 * c, w0, w1);
 #pragma GCC unroll 4
         for (int r = 0; r < QB; ++r) {
           acc[r][2 * c] = _mm512_dpbf16_ps(acc[r][2 * c], __m512bh(w0), wp[r]);
@@ -168,7 +204,7 @@ struct Fp8Tile {
         }
       }
     }
-    const __m512i lo_order = _mm512_load_si512(kOutOrder), hi_order = _mm512_load_si512(kOutOrder + 16);
+    const __m512i lo_order = _mm512_load_si512(Rows::kOutOrder), hi_order = _mm512_load_si512(Rows::kOutOrder + 16);
     const __m512 s = _mm512_set1_ps(global_v);
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
@@ -192,7 +228,7 @@ struct Fp8Tile {
   }
 
   template <int QB>
-  static void weigh_queries(const TileArgs& a, const Fp8Tables& tb, const void* const* vrows, const uint16_t* wb,
+  static void weigh_queries(const TileArgs& a, const Rows& rows, const void* const* vrows, const uint16_t* wb,
                             float global_v, int r0, int pdim_v, const F::MergeOp* op, const float* mc,
                             F::PrefetchCursor& pc) {
     int jlo = kKvTile, jhi = 0;
@@ -206,18 +242,17 @@ struct Fp8Tile {
     jhi = (jhi + 1) & ~1;
     if (r0 == 0) pc.pace(1, (jhi - jlo) / 2 * ((a.head_dim_v + 63) / 64));
     for (int c0 = 0; c0 < a.head_dim_v; c0 += 64)
-      weigh_block<QB>(a, tb, vrows, wb, global_v, r0, jlo, jhi, c0, pdim_v, op, mc, pc);
+      weigh_block<QB>(a, rows, vrows, wb, global_v, r0, jlo, jhi, c0, pdim_v, op, mc, pc);
   }
 
   template <KvDType T>
-  static void run(const TileArgs& a) {
+  static void run(const TileArgs& a, const Rows& rows) {
     const int R = a.num_queries, n = a.num_keys, D = a.head_dim;
     const int n_pad = (n + 15) / 16 * 16;
     const int pdim_v = padded_dim(a.head_dim_v);
     float* sc = a.scratch;                                               // [R, kKvTile] scores
     auto* qb = reinterpret_cast<uint16_t*>(sc + int64_t(R) * kKvTile);  // [R, 2 D] bf16 queries
     uint16_t* wb = qb + int64_t(R) * 2 * D;                              // [R, kKvTile] bf16 weights
-    const Fp8Tables tb = load_tables(T);
 
     const void* krows[kKvTile];
     const void* vrows[kKvTile];
@@ -227,15 +262,15 @@ struct Fp8Tile {
     F::PrefetchCursor pc(a);
     pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
     int r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) score_block<4, 4>(a, tb, krows, qb, r0, n_pad, sc, pc);
+    for (; r0 + 4 <= R; r0 += 4) score_block<4, 4>(a, rows, krows, qb, r0, n_pad, sc, pc);
     if (r0 + 2 <= R) {
-      score_block<2, 8>(a, tb, krows, qb, r0, n_pad, sc, pc);
+      score_block<2, 8>(a, rows, krows, qb, r0, n_pad, sc, pc);
       r0 += 2;
     }
-    if (r0 < R) score_block<1, 8>(a, tb, krows, qb, r0, n_pad, sc, pc);
+    if (r0 < R) score_block<1, 8>(a, rows, krows, qb, r0, n_pad, sc, pc);
 
     const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
-    const __m512 f = _mm512_set1_ps(a.scale * a.quant_orig_k);
+    const __m512 f = _mm512_set1_ps(a.scale * (Rows::kScale ? a.quant_orig_k : 1.0f));
     for (int r = 0; r < R; ++r) {
       float* s = sc + int64_t(r) * kKvTile;
       const int lo = a.lo[r], hi = a.hi[r];
@@ -276,14 +311,14 @@ struct Fp8Tile {
     float mc[kMaxTileQueries];
     if (a.merge_into != nullptr)
       for (int r = 0; r < R; ++r) op[r] = F::merge_scalars(a.merge_into[r], a.m[r], a.d[r], &mc[r]);
-    const float global_v = a.quant_orig_v;
+    const float global_v = Rows::kScale ? a.quant_orig_v : 1.0f;
     r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, tb, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
+    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, rows, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
     if (r0 + 2 <= R) {
-      weigh_queries<2>(a, tb, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
+      weigh_queries<2>(a, rows, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
       r0 += 2;
     }
-    if (r0 < R) weigh_queries<1>(a, tb, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
+    if (r0 < R) weigh_queries<1>(a, rows, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
     pc.finish();
   }
 };
@@ -291,10 +326,13 @@ struct Fp8Tile {
 }  // namespace
 
 void attend_tile_avx512_bf16(const TileArgs& a) {
-  const bool fp8 = a.dtype == KvDType::Fp8E4M3 || a.dtype == KvDType::Fp8E5M2;
-  if (!fp8 || a.head_dim % 32 != 0 || a.head_dim_v % 32 != 0) attend_tile_avx512_vnni(a);
-  else if (a.dtype == KvDType::Fp8E4M3) Fp8Tile::run<KvDType::Fp8E4M3>(a);
-  else Fp8Tile::run<KvDType::Fp8E5M2>(a);
+  if (a.head_dim % 32 != 0 || a.head_dim_v % 32 != 0) return attend_tile_avx512_vnni(a);
+  switch (a.dtype) {
+    case KvDType::BF16: return PairTile<Bf16Rows>::run<KvDType::BF16>(a, Bf16Rows{});
+    case KvDType::Fp8E4M3: return PairTile<Fp8Rows>::run<KvDType::Fp8E4M3>(a, Fp8Rows{load_tables(a.dtype)});
+    case KvDType::Fp8E5M2: return PairTile<Fp8Rows>::run<KvDType::Fp8E5M2>(a, Fp8Rows{load_tables(a.dtype)});
+    default: return attend_tile_avx512_vnni(a);
+  }
 }
 
 }  // namespace inflight::kernels::cpu
