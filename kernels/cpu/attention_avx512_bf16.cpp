@@ -1,9 +1,10 @@
-// AVX-512 BF16 tile routine for bf16 and fp8 KV (e4m3, e5m2: per-tensor scale): rows are bf16 words (fp8
-// codes become bf16 by table lookup: every fp8 value is exact in bf16), queries and softmax weights are
-// rounded to bf16, and vdpbf16ps does 32 multiply-adds per instruction into f32 accumulators, as
-// FlashAttention does on a GPU with bf16 inputs (bf16 Q, P rounded to bf16 for P V). Other dtypes and head
-// dims that are not a multiple of 32 go to the VNNI routine. Compiled with -mavx512bf16 -mavx512vbmi on top
-// of the AVX-512 VNNI flags; reached only when active_isa() is Avx512Bf16.
+// AVX-512 BF16 tile routine for fp8 KV (e4m3, e5m2: per-tensor scale): codes become bf16 words by table
+// lookup (every fp8 value is exact in bf16), queries and softmax weights are rounded to bf16, and vdpbf16ps
+// does 32 multiply-adds per instruction into f32 accumulators, as FlashAttention does on a GPU with bf16
+// inputs (bf16 Q, P rounded to bf16 for P V). Other dtypes and head dims that are not a multiple of 32 go to
+// the VNNI routine. Compiled with -mavx512bf16 -mavx512vbmi on top of the AVX-512 VNNI flags; reached only
+// when active_isa() is Avx512Bf16. (bf16 KV through the same routine, its rows already bf16 words: tile
+// 1.8x faster in L2, decode from DRAM 0-13 % slower, so bf16 stays on the float routine; bench/RESULTS.md.)
 //
 //   fp8:    the low 7 bits of a code index two 128-byte tables (vpermi2b: high and low byte of the bf16
 //           value, fp8_to_bf16_bits), the sign bit is copied into the high byte, and unpacking the two byte
@@ -11,12 +12,12 @@
 //   scores: two keys share an accumulator, key u of an 8-key group in the low 256 bits and key u + 4 in the
 //           high ones, against the query's bf16 features laid out to match (queries_bf16), so the transposed
 //           sum starts a level up and gives each query's keys in order.
-//   values: the V rows of keys j and j + 1 interleave element by element, so each f32 lane adds w_j v_j +
+//   values: the V rows of keys j and j + 1 interleave byte by byte, so each f32 lane adds w_j v_j +
 //           w_j+1 v_j+1; the output pass puts the features back in order (vpermt2ps).
 //
 // A query's arithmetic is lane-wise and the same whatever the blocking, so a result does not depend on R
-// or on the plan (the invariance of attention_tile.h). The bf16 roundings of q and of the weights are
-// relative 2^-9: bf16's own, and far below fp8's (2^-4 for e4m3, 2^-3 for e5m2).
+// or on the plan (the invariance of attention_tile.h). The bf16 roundings of q and of the weights (relative
+// 2^-9) are far below fp8's own (2^-4 for e4m3, 2^-3 for e5m2).
 #include "kernels/cpu/attention_avx512_traits.h"
 
 namespace inflight::kernels::cpu {
@@ -59,7 +60,7 @@ Fp8Tables load_tables(KvDType t) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(row) + i));
 }
 
-// How the rows of one dtype become bf16 words, 32 features at a time:
+// How rows become bf16 words, 32 features at a time:
 //   keys(a, b, i, w0, w1):   features [i, i + 32) of key rows a and b, a's in the low 256 bits of w0 and w1,
 //                            b's in the high ones, in the word order kQueryOrder gives the query;
 //   values(x, y, i, w0, w1): features [i, i + 32) of V rows x and y as (x, y) word pairs, whose f32 dot
@@ -83,28 +84,6 @@ struct Fp8Rows {
     // 128-bit lanes: (x, y) byte pairs of features 0-7, 16-23, 8-15, 24-31.
     to_bf16(t, _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi8(cx, cy)), _mm256_unpackhi_epi8(cx, cy), 1),
             w0, w1);
-  }
-};
-
-struct Bf16Rows {
-  static constexpr bool kScale = false;
-  // [0-15] twice, then [16-31] twice: each 256-bit half of a key row.
-  alignas(64) static constexpr uint16_t kQueryOrder[64] = {
-      0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
-      16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-  // Lanes of w0's dots (unpacklo_epi16): [f0-3, f8-11, f16-19, f24-27], of w1's: [f4-7, f12-15, f20-23, f28-31].
-  alignas(64) static constexpr int32_t kOutOrder[32] = {0, 1, 2,  3,  16, 17, 18, 19, 4,  5,  6,  7,  20, 21, 22, 23,
-                                                        8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31};
-  [[gnu::always_inline]] static __m256i half(const void* row, int i) { return load32(row, 2 * i); }
-  [[gnu::always_inline]] void keys(const void* a, const void* b, int i, __m512i& w0, __m512i& w1) const {
-    w0 = _mm512_inserti64x4(_mm512_castsi256_si512(half(a, i)), half(b, i), 1);
-    w1 = _mm512_inserti64x4(_mm512_castsi256_si512(half(a, i + 16)), half(b, i + 16), 1);
-  }
-  [[gnu::always_inline]] void values(const void* x, const void* y, int i, __m512i& w0, __m512i& w1) const {
-    const __m512i vx = _mm512_loadu_si512(static_cast<const uint8_t*>(x) + 2 * i);
-    const __m512i vy = _mm512_loadu_si512(static_cast<const uint8_t*>(y) + 2 * i);
-    w0 = _mm512_unpacklo_epi16(vx, vy);
-    w1 = _mm512_unpackhi_epi16(vx, vy);
   }
 };
 
@@ -328,7 +307,6 @@ struct PairTile {
 void attend_tile_avx512_bf16(const TileArgs& a) {
   if (a.head_dim % 32 != 0 || a.head_dim_v % 32 != 0) return attend_tile_avx512_vnni(a);
   switch (a.dtype) {
-    case KvDType::BF16: return PairTile<Bf16Rows>::run<KvDType::BF16>(a, Bf16Rows{});
     case KvDType::Fp8E4M3: return PairTile<Fp8Rows>::run<KvDType::Fp8E4M3>(a, Fp8Rows{load_tables(a.dtype)});
     case KvDType::Fp8E5M2: return PairTile<Fp8Rows>::run<KvDType::Fp8E5M2>(a, Fp8Rows{load_tables(a.dtype)});
     default: return attend_tile_avx512_vnni(a);
