@@ -310,7 +310,7 @@ bool register_all() {
       const std::string name = "tile/" + std::string(kv_dtype_name(dtype)) + "/r" + std::to_string(r);
       benchmark::RegisterBenchmark(name.c_str(), run_tile, dtype, r)->Unit(benchmark::kNanosecond);
     }
-  for (KvDType dtype : {KvDType::F16, KvDType::Int8})
+  for (KvDType dtype : {KvDType::F16, KvDType::Int8, KvDType::Fp8E4M3})
     for (int64_t len : {512, 2048}) {
       const std::string name = "context/" + std::string(kv_dtype_name(dtype)) + "/s" + std::to_string(len);
       benchmark::RegisterBenchmark(name.c_str(), run_context, dtype, len)->UseRealTime()->Unit(benchmark::kMillisecond);

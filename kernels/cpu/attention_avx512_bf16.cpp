@@ -71,8 +71,10 @@ struct Fp8Rows {
   static constexpr bool kScale = true;
   // [0-7, 16-23] twice, then [8-15, 24-31] twice: to_bf16 of two keys' 32 codes, one key per 256 bits.
   alignas(64) static constexpr uint16_t kQueryOrder[64] = {
-      0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23, 0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23,
-      8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
+      0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23,  //
+      0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23,  //
+      8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31,  //
+      8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31};
   // Lanes of w0's dots: [f0-3, f16-19, f8-11, f24-27], of w1's: [f4-7, f20-23, f12-15, f28-31].
   alignas(64) static constexpr int32_t kOutOrder[32] = {0, 1, 2, 3, 16, 17, 18, 19, 8,  9,  10, 11, 24, 25, 26, 27,
                                                         4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31};
@@ -82,8 +84,9 @@ struct Fp8Rows {
   [[gnu::always_inline]] void values(const void* x, const void* y, int i, __m512i& w0, __m512i& w1) const {
     const __m256i cx = load32(x, i), cy = load32(y, i);
     // 128-bit lanes: (x, y) byte pairs of features 0-7, 16-23, 8-15, 24-31.
-    to_bf16(t, _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi8(cx, cy)), _mm256_unpackhi_epi8(cx, cy), 1),
-            w0, w1);
+    const __m512i z =
+        _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_unpacklo_epi8(cx, cy)), _mm256_unpackhi_epi8(cx, cy), 1);
+    to_bf16(t, z, w0, w1);
   }
 };
 
@@ -137,7 +140,8 @@ struct PairTile {
       __m512 e[NA / 4];
 #pragma GCC unroll 4
       for (int g = 0; g < NA / 4; ++g)
-        e[g] = Avx512::pair_pd(Avx512::pair_ps(acc[4 * g], acc[4 * g + 1]), Avx512::pair_ps(acc[4 * g + 2], acc[4 * g + 3]));
+        e[g] = Avx512::pair_pd(Avx512::pair_ps(acc[4 * g], acc[4 * g + 1]),
+                               Avx512::pair_ps(acc[4 * g + 2], acc[4 * g + 3]));
 #pragma GCC unroll 2
       for (int h = 0; h < NA / 8; ++h) {
         const __m512 dots = Avx512::pair_lanes(e[2 * h], e[2 * h + 1]);
@@ -155,8 +159,8 @@ struct PairTile {
   // keys [jlo, jhi) (jlo even; key jhi may be a padding row).
   template <int QB>
   static void weigh_block(const TileArgs& a, const Rows& rows, const void* const* vrows, const uint16_t* wb,
-                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const F::MergeOp* op,
-                          const float* mc, F::PrefetchCursor& pc) {
+                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const TileMerge& out,
+                          F::PrefetchCursor& pc) {
     __m512 acc[QB][4];  // [query][chunk 0 words 0, 1; chunk 1 words 0, 1]
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r)
@@ -187,41 +191,25 @@ struct PairTile {
     const __m512 s = _mm512_set1_ps(global_v);
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
-      const bool merge = a.merge_into != nullptr;  // straight into the running state
-      float* o = (merge ? a.merge_into[r0 + r].o : a.o + int64_t(r0 + r) * pdim_v) + c0;
       // NOTE: a constant trip count, so acc[][] is indexed by constants and stays in registers.
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
-        const __m512 o0 = _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], lo_order, acc[r][2 * c + 1]), s);
-        const __m512 o1 = _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], hi_order, acc[r][2 * c + 1]), s);
-        if (merge) {
-          F::merge_features(op[r0 + r], mc[r0 + r], o + 32 * c, o0);
-          F::merge_features(op[r0 + r], mc[r0 + r], o + 32 * c + 16, o1);
-        } else {
-          _mm512_storeu_ps(o + 32 * c, o0);
-          _mm512_storeu_ps(o + 32 * c + 16, o1);
-        }
+        const __m512 lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
+        out.put(a, r0 + r, pdim_v, c0 + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
+        out.put(a, r0 + r, pdim_v, c0 + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
       }
     }
   }
 
   template <int QB>
   static void weigh_queries(const TileArgs& a, const Rows& rows, const void* const* vrows, const uint16_t* wb,
-                            float global_v, int r0, int pdim_v, const F::MergeOp* op, const float* mc,
-                            F::PrefetchCursor& pc) {
-    int jlo = kKvTile, jhi = 0;
-    for (int r = r0; r < r0 + QB; ++r) {
-      if (a.lo[r] >= a.hi[r]) continue;
-      jlo = a.lo[r] < jlo ? a.lo[r] : jlo;
-      jhi = a.hi[r] > jhi ? a.hi[r] : jhi;
-    }
-    if (jlo >= jhi) jlo = jhi = 0;
-    jlo &= ~1;
-    jhi = (jhi + 1) & ~1;
+                            float global_v, int r0, int pdim_v, const TileMerge& out, F::PrefetchCursor& pc) {
+    int jlo, jhi;
+    pair_key_range(a, r0, QB, &jlo, &jhi);
     if (r0 == 0) pc.pace(1, (jhi - jlo) / 2 * ((a.head_dim_v + 63) / 64));
     for (int c0 = 0; c0 < a.head_dim_v; c0 += 64)
-      weigh_block<QB>(a, rows, vrows, wb, global_v, r0, jlo, jhi, c0, pdim_v, op, mc, pc);
+      weigh_block<QB>(a, rows, vrows, wb, global_v, r0, jlo, jhi, c0, pdim_v, out, pc);
   }
 
   template <KvDType T>
@@ -240,13 +228,9 @@ struct PairTile {
     queries_bf16(a.q, R, D, qb);
     F::PrefetchCursor pc(a);
     pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
-    int r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) score_block<4, 4>(a, rows, krows, qb, r0, n_pad, sc, pc);
-    if (r0 + 2 <= R) {
-      score_block<2, 8>(a, rows, krows, qb, r0, n_pad, sc, pc);
-      r0 += 2;
-    }
-    if (r0 < R) score_block<1, 8>(a, rows, krows, qb, r0, n_pad, sc, pc);
+    for_query_blocks(R, [&]<int QB>(int r0) {
+      score_block<QB, QB == 4 ? 4 : 8>(a, rows, krows, qb, r0, n_pad, sc, pc);
+    });
 
     const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
     const __m512 f = _mm512_set1_ps(a.scale * (Rows::kScale ? a.quant_orig_k : 1.0f));
@@ -285,19 +269,11 @@ struct PairTile {
       for (int j = n_pad; j < kKvTile; ++j) w[j] = 0;
     }
 
-    // With merge_into, the weighting pass merges each query's output into its running state.
-    F::MergeOp op[kMaxTileQueries];
-    float mc[kMaxTileQueries];
-    if (a.merge_into != nullptr)
-      for (int r = 0; r < R; ++r) op[r] = F::merge_scalars(a.merge_into[r], a.m[r], a.d[r], &mc[r]);
+    const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
     const float global_v = Rows::kScale ? a.quant_orig_v : 1.0f;
-    r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, rows, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
-    if (r0 + 2 <= R) {
-      weigh_queries<2>(a, rows, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
-      r0 += 2;
-    }
-    if (r0 < R) weigh_queries<1>(a, rows, vrows, wb, global_v, r0, pdim_v, op, mc, pc);
+    for_query_blocks(R, [&]<int QB>(int r0) {
+      weigh_queries<QB>(a, rows, vrows, wb, global_v, r0, pdim_v, out, pc);
+    });
     pc.finish();
   }
 };

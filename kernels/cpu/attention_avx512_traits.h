@@ -137,5 +137,48 @@ struct Avx512 {
   return _mm512_maskz_scalef_ps(keep, y, n);
 }
 
+// Runs fn.template operator()<QB>(r0) over queries [0, R) in blocks of QB = 4, then 2, then 1.
+template <class Fn>
+[[gnu::always_inline]] inline void for_query_blocks(int R, Fn&& fn) {
+  int r0 = 0;
+  for (; r0 + 4 <= R; r0 += 4) fn.template operator()<4>(r0);
+  if (r0 + 2 <= R) {
+    fn.template operator()<2>(r0);
+    r0 += 2;
+  }
+  if (r0 < R) fn.template operator()<1>(r0);
+}
+
+// The keys any query of [r0, r0 + qb) sees, as whole key pairs: [*jlo, *jhi), both even (key *jhi - 1 may be
+// a padding row); empty when no query of the block sees a key.
+inline void pair_key_range(const TileArgs& a, int r0, int qb, int* jlo, int* jhi) {
+  int lo = kKvTile, hi = 0;
+  for (int r = r0; r < r0 + qb; ++r) {
+    if (a.lo[r] >= a.hi[r]) continue;
+    lo = a.lo[r] < lo ? a.lo[r] : lo;
+    hi = a.hi[r] > hi ? a.hi[r] : hi;
+  }
+  if (lo >= hi) lo = hi = 0;
+  *jlo = lo & ~1;
+  *jhi = (hi + 1) & ~1;
+}
+
+// With TileArgs::merge_into, how each query's tile output merges into its running state (merge_scalars),
+// for an output pass that merges instead of writing the tile state.
+struct TileMerge {
+  using F = TileKernel<Avx512>;
+  F::MergeOp op[kMaxTileQueries];
+  float c[kMaxTileQueries];
+  explicit TileMerge(const TileArgs& a) {
+    if (a.merge_into != nullptr)
+      for (int r = 0; r < a.num_queries; ++r) op[r] = F::merge_scalars(a.merge_into[r], a.m[r], a.d[r], &c[r]);
+  }
+  // Features [i, i + 16) of query r's output: merged into its running state, or stored as the tile state.
+  void put(const TileArgs& a, int r, int pdim_v, int i, __m512 x) const {
+    if (a.merge_into != nullptr) F::merge_features(op[r], c[r], a.merge_into[r].o + i, x);
+    else _mm512_storeu_ps(a.o + int64_t(r) * pdim_v + i, x);
+  }
+};
+
 }  // namespace
 }  // namespace inflight::kernels::cpu

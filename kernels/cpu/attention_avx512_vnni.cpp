@@ -118,8 +118,8 @@ struct IntTile {
   // [r0, r0 + QB), keys [jlo, jhi) (jlo even; key jhi may be a padding row).
   template <int QB>
   static void weigh_block(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
-                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const F::MergeOp* op,
-                          const float* mc, F::PrefetchCursor& pc) {
+                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const TileMerge& out,
+                          F::PrefetchCursor& pc) {
     __m512i acc[QB][4];  // [query][chunk lo, chunk hi, chunk+1 lo, chunk+1 hi]
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r)
@@ -154,42 +154,27 @@ struct IntTile {
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
       const __m512 s = _mm512_set1_ps(w_scale[r0 + r] * global_v);
-      const bool merge = a.merge_into != nullptr;  // straight into the running state
-      float* o = (merge ? a.merge_into[r0 + r].o : a.o + int64_t(r0 + r) * pdim_v) + c0;
       // NOTE: a constant trip count, so acc[][] is indexed by constants and stays in registers.
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
         const __m512i lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
-        const __m512 o0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0x44)), s);
-        const __m512 o1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0xee)), s);
-        if (merge) {
-          F::merge_features(op[r0 + r], mc[r0 + r], o + 32 * c, o0);
-          F::merge_features(op[r0 + r], mc[r0 + r], o + 32 * c + 16, o1);
-        } else {
-          _mm512_storeu_ps(o + 32 * c, o0);
-          _mm512_storeu_ps(o + 32 * c + 16, o1);
-        }
+        const __m512 o0 = _mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0x44));
+        const __m512 o1 = _mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0xee));
+        out.put(a, r0 + r, pdim_v, c0 + 32 * c, _mm512_mul_ps(o0, s));
+        out.put(a, r0 + r, pdim_v, c0 + 32 * c + 16, _mm512_mul_ps(o1, s));
       }
     }
   }
 
   template <int QB>
   static void weigh_queries(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
-                            float global_v, int r0, int pdim_v, const F::MergeOp* op, const float* mc,
-                            F::PrefetchCursor& pc) {
-    int jlo = kKvTile, jhi = 0;
-    for (int r = r0; r < r0 + QB; ++r) {
-      if (a.lo[r] >= a.hi[r]) continue;
-      jlo = a.lo[r] < jlo ? a.lo[r] : jlo;
-      jhi = a.hi[r] > jhi ? a.hi[r] : jhi;
-    }
-    if (jlo >= jhi) jlo = jhi = 0;
-    jlo &= ~1;
-    jhi = (jhi + 1) & ~1;
+                            float global_v, int r0, int pdim_v, const TileMerge& out, F::PrefetchCursor& pc) {
+    int jlo, jhi;
+    pair_key_range(a, r0, QB, &jlo, &jhi);
     if (r0 == 0) pc.pace(1, (jhi - jlo) / 2 * ((a.head_dim_v + 63) / 64));
     for (int c0 = 0; c0 < a.head_dim_v; c0 += 64)
-      weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, pdim_v, op, mc, pc);
+      weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, pdim_v, out, pc);
   }
 
   template <KvDType T>
@@ -217,13 +202,9 @@ struct IntTile {
     const float* q_scale = a.q16 != nullptr ? a.q16_scale : q_scale_buf;
     F::PrefetchCursor pc(a);
     pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
-    int r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) score_block<4, 4>(a, krows, q16, r0, n_pad, sc, pc);
-    if (r0 + 2 <= R) {
-      score_block<2, 8>(a, krows, q16, r0, n_pad, sc, pc);
-      r0 += 2;
-    }
-    if (r0 < R) score_block<1, 8>(a, krows, q16, r0, n_pad, sc, pc);
+    for_query_blocks(R, [&]<int QB>(int r0) {
+      score_block<QB, QB == 4 ? 4 : 8>(a, krows, q16, r0, n_pad, sc, pc);
+    });
 
     const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
     for (int r = 0; r < R; ++r) {
@@ -272,18 +253,10 @@ struct IntTile {
       for (int j = n_pad; j < kKvTile; ++j) w[j] = 0;
     }
 
-    // With merge_into, the weighting pass merges each query's output into its running state.
-    F::MergeOp op[kMaxTileQueries];
-    float mc[kMaxTileQueries];
-    if (a.merge_into != nullptr)
-      for (int r = 0; r < R; ++r) op[r] = F::merge_scalars(a.merge_into[r], a.m[r], a.d[r], &mc[r]);
-    r0 = 0;
-    for (; r0 + 4 <= R; r0 += 4) weigh_queries<4>(a, vrows, w16, w_scale, global_v, r0, pdim_v, op, mc, pc);
-    if (r0 + 2 <= R) {
-      weigh_queries<2>(a, vrows, w16, w_scale, global_v, r0, pdim_v, op, mc, pc);
-      r0 += 2;
-    }
-    if (r0 < R) weigh_queries<1>(a, vrows, w16, w_scale, global_v, r0, pdim_v, op, mc, pc);
+    const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
+    for_query_blocks(R, [&]<int QB>(int r0) {
+      weigh_queries<QB>(a, vrows, w16, w_scale, global_v, r0, pdim_v, out, pc);
+    });
     pc.finish();
   }
 };
