@@ -171,11 +171,7 @@ struct PairTile {
       if (r0 == 0) pc.issue();
       __m512bh wp[QB];
 #pragma GCC unroll 4
-      for (int r = 0; r < QB; ++r) {
-        int32_t pair;
-        __builtin_memcpy(&pair, wb + int64_t(r0 + r) * kKvTile + j, 4);
-        wp[r] = __m512bh(_mm512_set1_epi32(pair));
-      }
+      for (int r = 0; r < QB; ++r) wp[r] = __m512bh(weight_pair(wb + int64_t(r0 + r) * kKvTile, j));
 #pragma GCC unroll 2
       for (int c = 0; c < nc; ++c) {
         __m512i w0, w1;
@@ -191,13 +187,14 @@ struct PairTile {
     const __m512 s = _mm512_set1_ps(global_v);
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
+      float* o = TileMerge::row(a, r0 + r, pdim_v) + c0;
       // NOTE: a constant trip count, so acc[][] is indexed by constants and stays in registers.
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
         const __m512 lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
-        out.put(a, r0 + r, pdim_v, c0 + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
-        out.put(a, r0 + r, pdim_v, c0 + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
+        out.put(r0 + r, o + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
+        out.put(r0 + r, o + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
       }
     }
   }
@@ -245,11 +242,7 @@ struct PairTile {
         mx = _mm512_max_ps(mx, x);
         _mm512_storeu_ps(s + j, x);
       }
-      if (!plain) {
-        F::mask_scores(a, r, n_pad, s);
-        mx = _mm512_set1_ps(kNegInf);
-        for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
-      }
+      if (!plain) mx = mask_scores_max(a, r, n_pad, s);
       const float m = _mm512_reduce_max_ps(mx);
       uint16_t* w = wb + int64_t(r) * kKvTile;
       if (!(m > kNegInf)) {

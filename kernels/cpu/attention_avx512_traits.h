@@ -137,6 +137,21 @@ struct Avx512 {
   return _mm512_maskz_scalef_ps(keep, y, n);
 }
 
+// The 16-bit weights j and j + 1 of one query's row (int16 or bf16 words), in every 32-bit lane.
+[[gnu::always_inline]] inline __m512i weight_pair(const void* row, int j) {
+  int32_t pair;
+  __builtin_memcpy(&pair, static_cast<const uint16_t*>(row) + j, 4);
+  return _mm512_set1_epi32(pair);
+}
+
+// Applies softcap and the mask to query r's scaled scores s[0, n_pad) (TileKernel::mask_scores); their max.
+inline __m512 mask_scores_max(const TileArgs& a, int r, int n_pad, float* s) {
+  TileKernel<Avx512>::mask_scores(a, r, n_pad, s);
+  __m512 mx = _mm512_set1_ps(kNegInf);
+  for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
+  return mx;
+}
+
 // Runs fn.template operator()<QB>(r0) over queries [0, R) in blocks of QB = 4, then 2, then 1.
 template <class Fn>
 [[gnu::always_inline]] inline void for_query_blocks(int R, Fn&& fn) {
@@ -169,14 +184,19 @@ struct TileMerge {
   using F = TileKernel<Avx512>;
   F::MergeOp op[kMaxTileQueries];
   float c[kMaxTileQueries];
-  explicit TileMerge(const TileArgs& a) {
-    if (a.merge_into != nullptr)
+  explicit TileMerge(const TileArgs& a) : on(a.merge_into != nullptr) {
+    if (on)
       for (int r = 0; r < a.num_queries; ++r) op[r] = F::merge_scalars(a.merge_into[r], a.m[r], a.d[r], &c[r]);
   }
-  // Features [i, i + 16) of query r's output: merged into its running state, or stored as the tile state.
-  void put(const TileArgs& a, int r, int pdim_v, int i, __m512 x) const {
-    if (a.merge_into != nullptr) F::merge_features(op[r], c[r], a.merge_into[r].o + i, x);
-    else _mm512_storeu_ps(a.o + int64_t(r) * pdim_v + i, x);
+  bool on = false;  // merging (merge_into set)
+  // Where query r's output goes: its running state's features (merging) or its tile state's.
+  static float* row(const TileArgs& a, int r, int pdim_v) {
+    return a.merge_into != nullptr ? a.merge_into[r].o : a.o + int64_t(r) * pdim_v;
+  }
+  // 16 features of query r's output at o (row(r) + offset): merged into the running state, or stored.
+  [[gnu::always_inline]] void put(int r, float* o, __m512 x) const {
+    if (on) F::merge_features(op[r], c[r], o, x);
+    else _mm512_storeu_ps(o, x);
   }
 };
 

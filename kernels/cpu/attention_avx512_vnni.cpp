@@ -130,11 +130,7 @@ struct IntTile {
       if (r0 == 0) pc.issue();
       __m512i wp[QB];
 #pragma GCC unroll 4
-      for (int r = 0; r < QB; ++r) {
-        int32_t pair;
-        __builtin_memcpy(&pair, w16 + int64_t(r0 + r) * kKvTile + j, 4);
-        wp[r] = _mm512_set1_epi32(pair);
-      }
+      for (int r = 0; r < QB; ++r) wp[r] = weight_pair(w16 + int64_t(r0 + r) * kKvTile, j);
       const auto* v0 = static_cast<const int8_t*>(vrows[j]);
       const auto* v1 = static_cast<const int8_t*>(vrows[j + 1]);
 #pragma GCC unroll 2
@@ -154,15 +150,23 @@ struct IntTile {
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
       const __m512 s = _mm512_set1_ps(w_scale[r0 + r] * global_v);
+      const bool merge = a.merge_into != nullptr;  // straight into the running state
+      float* o = TileMerge::row(a, r0 + r, pdim_v) + c0;
       // NOTE: a constant trip count, so acc[][] is indexed by constants and stays in registers.
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
         const __m512i lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
-        const __m512 o0 = _mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0x44));
-        const __m512 o1 = _mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0xee));
-        out.put(a, r0 + r, pdim_v, c0 + 32 * c, _mm512_mul_ps(o0, s));
-        out.put(a, r0 + r, pdim_v, c0 + 32 * c + 16, _mm512_mul_ps(o1, s));
+        const __m512 o0 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0x44)), s);
+        const __m512 o1 = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_shuffle_i64x2(lo, hi, 0xee)), s);
+        // NOTE: merge tested here, not in TileMerge::put (int8 R = 1 4 % slower that way).
+        if (merge) {
+          F::merge_features(out.op[r0 + r], out.c[r0 + r], o + 32 * c, o0);
+          F::merge_features(out.op[r0 + r], out.c[r0 + r], o + 32 * c + 16, o1);
+        } else {
+          _mm512_storeu_ps(o + 32 * c, o0);
+          _mm512_storeu_ps(o + 32 * c + 16, o1);
+        }
       }
     }
   }
@@ -222,11 +226,7 @@ struct IntTile {
         if (per_row) vmax = _mm512_mask_max_ps(vmax, in, vmax, _mm512_loadu_ps(rv + j));
         _mm512_storeu_ps(s + j, x);
       }
-      if (!plain) {
-        F::mask_scores(a, r, n_pad, s);
-        mx = _mm512_set1_ps(kNegInf);
-        for (int j = 0; j < n_pad; j += 16) mx = _mm512_max_ps(mx, _mm512_loadu_ps(s + j));
-      }
+      if (!plain) mx = mask_scores_max(a, r, n_pad, s);
       const float m = _mm512_reduce_max_ps(mx);
       int16_t* w = w16 + int64_t(r) * kKvTile;
       if (!(m > kNegInf)) {
