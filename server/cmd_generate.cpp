@@ -8,6 +8,7 @@
 
 #include "engine/generator.h"
 #include "engine/model_loader.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/thread_pool.h"
 #include "server/commands.h"
 
@@ -31,6 +32,8 @@ struct GenerateFlags {
 
 void run_generate(const GenerateFlags& f) {
   if (f.threads > 0) kernels::set_num_threads(f.threads);
+  spdlog::info("compute: {} threads, {} kernels", kernels::compute_pool().num_threads(),
+               kernels::cpu::isa_name(kernels::cpu::active_isa()));
   if (!cache::is_power_of_two(f.kv_block_size))
     throw std::invalid_argument("--kv-block-size must be a power of two, got " + std::to_string(f.kv_block_size));
   kernels::KvDType kv_dtype;

@@ -20,6 +20,7 @@
 
 #include "engine/engine.h"
 #include "engine/model_loader.h"
+#include "kernels/cpu/isa.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/thread_pool.h"
 #include "server/commands.h"
@@ -151,6 +152,8 @@ void run_serve(ServeFlags& flags) {
   server::validate(config);
   spdlog::set_level(spdlog::level::from_str(config.log_level));
   if (config.threads > 0) kernels::set_num_threads(config.threads);
+  spdlog::info("compute: {} threads, {} kernels", kernels::compute_pool().num_threads(),
+               kernels::cpu::isa_name(kernels::cpu::active_isa()));
 
   // Declaration order is destruction order reversed: the io_context (and with it every session and job
   // its handlers hold) goes before the model, which goes before the state the sessions point to.
