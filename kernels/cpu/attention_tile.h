@@ -85,10 +85,11 @@ struct TileArgs {
   float* scratch = nullptr;               // >= tile_scratch_floats(...) floats, 64-byte aligned
 };
 
-// Floats of TileArgs::scratch a tile needs.
+// Floats of TileArgs::scratch a tile needs (the float routine's staging and scores; what the BF16
+// routine needs besides: one 32 x 64-word block per key pair and feature chunk, 32 floats per feature).
 static constexpr int64_t tile_scratch_floats(int num_queries, int head_dim, int head_dim_v) {
   return int64_t(kKvTile) * (padded_dim(head_dim) + padded_dim(head_dim_v) + 2) +
-         int64_t(num_queries) * kKvTile + 64;
+         int64_t(num_queries) * kKvTile + 64 + 32 * int64_t(head_dim > head_dim_v ? head_dim : head_dim_v);
 }
 
 // Whether attend_tile_fn() takes this layout's scores from int16 queries (the VNNI routine for int8 KV with
