@@ -277,7 +277,9 @@ struct PairTile {
     F::PrefetchCursor pc(a);
     pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
     auto score_all = [&](const auto& src) {
-      for_query_blocks(R, [&]<int QB>(int r0) { score_block<QB, QB == 4 ? 4 : 8>(a, src, krows, qb, r0, n_pad, sc, pc); });
+      for_query_blocks(R, [&]<int QB>(int r0) {
+        score_block<QB, QB == 4 ? 4 : 8>(a, src, krows, qb, r0, n_pad, sc, pc);
+      });
     };
     if (staged) score_all(StagedRows::stage_keys(rows, krows, n_pad, D, staging));
     else score_all(rows);
