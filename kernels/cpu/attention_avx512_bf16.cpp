@@ -65,11 +65,9 @@ Fp8Tables load_tables(KvDType t) {
 //                                bits of w0 and w1, k + 4's in the high ones, in the word order kQueryOrder
 //                                gives the query;
 //   values(vrows, j, i, w0, w1): features [i, i + 32) of V rows j and j + 1 (j even) as (j, j + 1) word
-//                                pairs, whose f32 dot lanes kOutOrder puts back in feature order;
-//   kScale: whether the per-tensor scales apply (fp8).
+//                                pairs, whose f32 dot lanes kOutOrder puts back in feature order.
 struct Fp8Rows {
   Fp8Tables t;
-  static constexpr bool kScale = true;
   // [0-7, 16-23] twice, then [8-15, 24-31] twice: to_bf16 of two keys' 32 codes, one key per 256 bits.
   alignas(64) static constexpr uint16_t kQueryOrder[64] = {
       0, 1, 2,  3,  4,  5,  6,  7,  16, 17, 18, 19, 20, 21, 22, 23,  //
@@ -95,7 +93,7 @@ struct Fp8Rows {
 // otherwise convert every row once per query block): [key pair][32-feature chunk][64 words], K for the
 // scores, then V for the weighting in the same buffer.
 struct StagedRows {
-  const uint16_t* words;
+  uint16_t* words;
   int chunks;  // head_dim / 32 of the rows staged
   [[gnu::always_inline]] void load(int pair, int i, __m512i& w0, __m512i& w1) const {
     const uint16_t* w = words + (int64_t(pair) * chunks + i / 32) * 64;
@@ -109,8 +107,7 @@ struct StagedRows {
   [[gnu::always_inline]] void values(const void* const*, int j, int i, __m512i& w0, __m512i& w1) const {
     load(j / 2, i, w0, w1);
   }
-  template <class Rows>
-  static StagedRows stage_keys(const Rows& rows, const void* const* krows, int n_pad, int dim, uint16_t* words) {
+  static StagedRows stage_keys(const Fp8Rows& rows, const void* const* krows, int n_pad, int dim, uint16_t* words) {
     const StagedRows st{words, dim / 32};
     for (int k = 0; k < n_pad; k += (k % 8 == 3) ? 5 : 1)
       for (int i = 0; i < dim; i += 32) store(st, k - 4 * (k / 8), i, [&](__m512i& w0, __m512i& w1) {
@@ -118,8 +115,7 @@ struct StagedRows {
       });
     return st;
   }
-  template <class Rows>
-  static StagedRows stage_values(const Rows& rows, const void* const* vrows, int n_pad, int dim, uint16_t* words) {
+  static StagedRows stage_values(const Fp8Rows& rows, const void* const* vrows, int n_pad, int dim, uint16_t* words) {
     const StagedRows st{words, dim / 32};
     for (int j = 0; j < n_pad; j += 2)
       for (int i = 0; i < dim; i += 32) store(st, j / 2, i, [&](__m512i& w0, __m512i& w1) {
@@ -131,20 +127,21 @@ struct StagedRows {
   [[gnu::always_inline]] static void store(const StagedRows& st, int pair, int i, Fn&& convert) {
     __m512i w0, w1;
     convert(w0, w1);
-    auto* w = const_cast<uint16_t*>(st.words) + (int64_t(pair) * st.chunks + i / 32) * 64;
+    uint16_t* w = st.words + (int64_t(pair) * st.chunks + i / 32) * 64;
     _mm512_store_si512(w, w0);
     _mm512_store_si512(w + 32, w1);
   }
 };
 
-template <class Rows>
-struct PairTile {
+// The routine; the score and weight blocks read their words through Src: Fp8Rows (converting as they go) or
+// StagedRows (converted once per tile).
+struct Fp8Tile {
   using F = TileKernel<Avx512>;
 
-  // q [R, pdim] -> qb [R, 2 D] bf16 words: per 32-feature chunk, the 64 words of Rows::kQueryOrder.
+  // q [R, pdim] -> qb [R, 2 D] bf16 words: per 32-feature chunk, the 64 words of Fp8Rows::kQueryOrder.
   static void queries_bf16(const float* q, int R, int D, uint16_t* qb) {
     const int pdim = padded_dim(D);
-    const __m512i ia = _mm512_load_si512(Rows::kQueryOrder), ib = _mm512_load_si512(Rows::kQueryOrder + 32);
+    const __m512i ia = _mm512_load_si512(Fp8Rows::kQueryOrder), ib = _mm512_load_si512(Fp8Rows::kQueryOrder + 32);
     for (int r = 0; r < R; ++r)
       for (int i = 0; i < D; i += 32) {
         const float* x = q + int64_t(r) * pdim + i;
@@ -230,7 +227,7 @@ struct PairTile {
         }
       }
     }
-    const __m512i lo_order = _mm512_load_si512(Rows::kOutOrder), hi_order = _mm512_load_si512(Rows::kOutOrder + 16);
+    const __m512i lo_order = _mm512_load_si512(Fp8Rows::kOutOrder), hi_order = _mm512_load_si512(Fp8Rows::kOutOrder + 16);
     const __m512 s = _mm512_set1_ps(global_v);
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
@@ -257,7 +254,7 @@ struct PairTile {
   }
 
   template <KvDType T>
-  static void run(const TileArgs& a, const Rows& rows) {
+  static void run(const TileArgs& a, const Fp8Rows& rows) {
     const int R = a.num_queries, n = a.num_keys, D = a.head_dim;
     const int n_pad = (n + 15) / 16 * 16;
     const int pdim_v = padded_dim(a.head_dim_v);
@@ -285,7 +282,7 @@ struct PairTile {
     else score_all(rows);
 
     const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
-    const __m512 f = _mm512_set1_ps(a.scale * (Rows::kScale ? a.quant_orig_k : 1.0f));
+    const __m512 f = _mm512_set1_ps(a.scale * a.quant_orig_k);
     for (int r = 0; r < R; ++r) {
       float* s = sc + int64_t(r) * kKvTile;
       const int lo = a.lo[r], hi = a.hi[r];
@@ -318,7 +315,7 @@ struct PairTile {
     }
 
     const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
-    const float global_v = Rows::kScale ? a.quant_orig_v : 1.0f;
+    const float global_v = a.quant_orig_v;
     auto weigh_all = [&](const auto& src) {
       for_query_blocks(R, [&]<int QB>(int r0) { weigh_queries<QB>(a, src, vrows, wb, global_v, r0, pdim_v, out, pc); });
     };
@@ -333,8 +330,8 @@ struct PairTile {
 void attend_tile_avx512_bf16(const TileArgs& a) {
   if (a.head_dim % 32 != 0 || a.head_dim_v % 32 != 0) return attend_tile_avx512_vnni(a);
   switch (a.dtype) {
-    case KvDType::Fp8E4M3: return PairTile<Fp8Rows>::run<KvDType::Fp8E4M3>(a, Fp8Rows{load_tables(a.dtype)});
-    case KvDType::Fp8E5M2: return PairTile<Fp8Rows>::run<KvDType::Fp8E5M2>(a, Fp8Rows{load_tables(a.dtype)});
+    case KvDType::Fp8E4M3: return Fp8Tile::run<KvDType::Fp8E4M3>(a, Fp8Rows{load_tables(a.dtype)});
+    case KvDType::Fp8E5M2: return Fp8Tile::run<KvDType::Fp8E5M2>(a, Fp8Rows{load_tables(a.dtype)});
     default: return attend_tile_avx512_vnni(a);
   }
 }
