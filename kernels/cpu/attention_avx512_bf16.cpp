@@ -227,7 +227,8 @@ struct Fp8Tile {
         }
       }
     }
-    const __m512i lo_order = _mm512_load_si512(Fp8Rows::kOutOrder), hi_order = _mm512_load_si512(Fp8Rows::kOutOrder + 16);
+    const __m512i lo_order = _mm512_load_si512(Fp8Rows::kOutOrder);
+    const __m512i hi_order = _mm512_load_si512(Fp8Rows::kOutOrder + 16);
     const __m512 s = _mm512_set1_ps(global_v);
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
