@@ -17,6 +17,21 @@ std::string_view kv_dtype_name(KvDType t) {
   return "?";
 }
 
+const uint8_t* fp8_bf16_table(bool e5m2) {
+  struct Table {
+    alignas(64) uint8_t bytes[256];
+    explicit Table(bool e5m2) {
+      for (int c = 0; c < 128; ++c) {
+        const uint16_t b = fp8_to_bf16_bits(e5m2, uint8_t(c));
+        bytes[c] = uint8_t(b >> 8);
+        bytes[128 + c] = uint8_t(b & 0xff);
+      }
+    }
+  };
+  static const Table e4m3(false), e5m2_table(true);
+  return e5m2 ? e5m2_table.bytes : e4m3.bytes;
+}
+
 std::string_view kv_dtype_names() { return "f32, f16, bf16, int8, int8-static, fp8-e4m3 (fp8), fp8-e5m2"; }
 
 bool parse_kv_dtype(std::string_view s, KvDType* out) {

@@ -127,6 +127,10 @@ inline uint16_t fp8_to_bf16_bits(bool e5m2, uint8_t c) {
   std::memcpy(&bits, &x, 4);
   return uint16_t(bits >> 16);
 }
+// fp8_to_bf16_bits of codes 0-127 as 128 high bytes, then 128 low bytes (64-byte aligned). Built here, in
+// plain code: an ISA file that called the inline formulas above could emit its own (AVX-512) copies of them
+// for the linker to pick for every caller.
+const uint8_t* fp8_bf16_table(bool e5m2);
 
 // ---- rows ----
 

@@ -28,23 +28,9 @@ struct Fp8Tables {
   __m512i hi0, hi1, lo0, lo1;  // high bytes of codes 0-63, 64-127; low bytes of codes 0-63, 64-127
 };
 
-struct Fp8TableBytes {
-  alignas(64) uint8_t hi[128];
-  alignas(64) uint8_t lo[128];
-  explicit Fp8TableBytes(bool e5m2) {
-    for (int c = 0; c < 128; ++c) {
-      const uint16_t b = fp8_to_bf16_bits(e5m2, uint8_t(c));
-      hi[c] = uint8_t(b >> 8);
-      lo[c] = uint8_t(b & 0xff);
-    }
-  }
-};
-
 Fp8Tables load_tables(KvDType t) {
-  static const Fp8TableBytes e4m3(false), e5m2(true);
-  const Fp8TableBytes& b = t == KvDType::Fp8E5M2 ? e5m2 : e4m3;
-  return {_mm512_load_si512(b.hi), _mm512_load_si512(b.hi + 64), _mm512_load_si512(b.lo),
-          _mm512_load_si512(b.lo + 64)};
+  const uint8_t* b = fp8_bf16_table(t == KvDType::Fp8E5M2);  // high bytes, then low bytes
+  return {_mm512_load_si512(b), _mm512_load_si512(b + 64), _mm512_load_si512(b + 128), _mm512_load_si512(b + 192)};
 }
 
 // 64 codes -> 64 bf16 words: w0 gets bytes 0-7 of each 128-bit lane of z, w1 bytes 8-15, in order.
