@@ -42,6 +42,12 @@ Fp8Tables load_tables(KvDType t) {
   w1 = _mm512_unpackhi_epi8(lo, hi);
 }
 
+// x * s, rounded on its own: GCC contracts a plain _mm512_mul_ps into an FMA with a later add (the merge's)
+// where the code around it allows, which varies with the query block (bits differed between R = 3 and 4).
+[[gnu::always_inline]] inline __m512 scale(__m512 x, __m512 s) {
+  return _mm512_mul_round_ps(x, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
+
 [[gnu::always_inline]] inline __m256i load32(const void* row, int i) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(row) + i));
 }
@@ -144,7 +150,7 @@ struct Fp8Tile {
   static void score_block(const TileArgs& a, const Src& rows, const void* const* krows, const uint16_t* qb,
                           int r0, int n_pad, float* sc, F::PrefetchCursor& pc) {
     constexpr int NA = QB * NP;
-    static_assert((NP == 4 || NP == 8) && (NA == 8 || NA == 16));
+    static_assert((NP == 4 || NP == 8) && (NA == 8 || NA == 12 || NA == 16));
     const int D = a.head_dim;
     for (int j0 = 0; j0 < n_pad; j0 += 2 * NP) {
       __m512 acc[NA];
@@ -181,6 +187,10 @@ struct Fp8Tile {
         } else {  // one query of 16 keys
           _mm512_storeu_ps(sc + int64_t(r0 + h) * kKvTile + j0, dots);
         }
+      }
+      if constexpr (NA % 8 == 4) {  // 3 queries of 8 keys: the last one's e on its own
+        const __m512 dots = Avx512::pair_lanes(e[NA / 4 - 1], e[NA / 4 - 1]);
+        _mm256_storeu_ps(sc + int64_t(r0 + QB - 1) * kKvTile + j0, _mm512_castps512_ps256(dots));
       }
     }
   }
@@ -224,8 +234,8 @@ struct Fp8Tile {
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
         const __m512 lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
-        out.put(r0 + r, o + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
-        out.put(r0 + r, o + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
+        out.put(r0 + r, o + 32 * c, scale(_mm512_permutex2var_ps(lo, lo_order, hi), s));
+        out.put(r0 + r, o + 32 * c + 16, scale(_mm512_permutex2var_ps(lo, hi_order, hi), s));
       }
     }
   }
@@ -259,10 +269,10 @@ struct Fp8Tile {
     F::pad_rows<T>(a, a.v_rows, nullptr, false, vrows, nullptr);
     queries_bf16(a.q, R, D, qb);
     F::PrefetchCursor pc(a);
-    pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
+    pc.pace(2, n_pad / (R >= 3 ? 8 : 16) * (D / 32));  // the first query block's steps
     auto score_all = [&](const auto& src) {
-      for_query_blocks(R, [&]<int QB>(int r0) {
-        score_block<QB, QB == 4 ? 4 : 8>(a, src, krows, qb, r0, n_pad, sc, pc);
+      for_query_blocks<true>(R, [&]<int QB>(int r0) {
+        score_block<QB, QB >= 3 ? 4 : 8>(a, src, krows, qb, r0, n_pad, sc, pc);
       });
     };
     if (staged) score_all(StagedRows::stage_keys(rows, krows, n_pad, D, staging));
@@ -304,7 +314,9 @@ struct Fp8Tile {
     const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
     const float global_v = a.quant_orig_v;
     auto weigh_all = [&](const auto& src) {
-      for_query_blocks(R, [&]<int QB>(int r0) { weigh_queries<QB>(a, src, vrows, wb, global_v, r0, pdim_v, out, pc); });
+      for_query_blocks<true>(R, [&]<int QB>(int r0) {
+        weigh_queries<QB>(a, src, vrows, wb, global_v, r0, pdim_v, out, pc);
+      });
     };
     if (staged) weigh_all(StagedRows::stage_values(rows, vrows, n_pad, a.head_dim_v, staging));
     else weigh_all(rows);

@@ -152,11 +152,17 @@ inline __m512 mask_scores_max(const TileArgs& a, int r, int n_pad, float* s) {
   return mx;
 }
 
-// Runs fn.template operator()<QB>(r0) over queries [0, R) in blocks of QB = 4, then 2, then 1.
-template <class Fn>
+// Runs fn.template operator()<QB>(r0) over queries [0, R) in blocks of QB = 4, then 2, then 1 (with kThree,
+// a last 3 as one block).
+template <bool kThree = false, class Fn>
 [[gnu::always_inline]] inline void for_query_blocks(int R, Fn&& fn) {
   int r0 = 0;
   for (; r0 + 4 <= R; r0 += 4) fn.template operator()<4>(r0);
+  if constexpr (kThree)
+    if (r0 + 3 == R) {
+      fn.template operator()<3>(r0);
+      return;
+    }
   if (r0 + 2 <= R) {
     fn.template operator()<2>(r0);
     r0 += 2;

@@ -95,14 +95,15 @@ kernels::AttentionParams sub_params(test::PagedBatch& b, int s, int r0, int r1, 
 }  // namespace
 
 TEST_SUITE("attention_fused") {
-  TEST_CASE("every KV dtype, head dim 64/128, group 1/4/8, mixed prefill/chunk/decode batch, fused RoPE: fused == reference") {
+  TEST_CASE("every KV dtype, head dim 64/128, group 1/3/4/8, mixed prefill/chunk/decode batch, fused RoPE: "
+            "fused == reference") {
     test::IsaGuard guard;
     const std::vector<test::SeqSpec> specs{{0, 54}, {43, 54}, {96, 1}, {0, 1}, {53, 1}};
     for (kernels::cpu::Isa isa : test::supported_isas()) {
       kernels::cpu::set_active_isa(isa);
       for (KvDType dtype : kernels::kAllKvDTypes)
         for (int head_dim : {64, 128})
-          for (int group : {1, 4, 8}) {
+          for (int group : {1, 3, 4, 8}) {
             CAPTURE(kernels::cpu::isa_name(isa));
             CAPTURE(kernels::kv_dtype_name(dtype));
             CAPTURE(head_dim);
@@ -241,15 +242,19 @@ TEST_SUITE("attention_fused") {
     for (kernels::cpu::Isa isa : test::supported_isas()) {
       kernels::cpu::set_active_isa(isa);
       CAPTURE(kernels::cpu::isa_name(isa));
-      for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3}) {
+      // GQA groups of 8, and of 3 for fp8 (its routine runs a last 3 queries as one block).
+      const std::pair<KvDType, int> cases[] = {{KvDType::F16, 8}, {KvDType::BF16, 8}, {KvDType::Int8, 8},
+                                               {KvDType::Fp8E4M3, 8}, {KvDType::Fp8E4M3, 3}};
+      for (const auto& [dtype, nq] : cases) {
         CAPTURE(kernels::kv_dtype_name(dtype));
+        CAPTURE(nq);
         // Sequence 1 is a prefill of 600 rows on top of 1000 cached keys (4 spans).
-        test::PagedBatch b = test::make_batch({{5, 3}, {1000, 600}, {77, 1}}, 8, 1, 64, 16, dtype, 31);
-        std::vector<float> full(size_t(b.num_tokens()) * 8 * 64);
+        test::PagedBatch b = test::make_batch({{5, 3}, {1000, 600}, {77, 1}}, nq, 1, 64, 16, dtype, 31);
+        std::vector<float> full(size_t(b.num_tokens()) * nq * 64);
         kernels::AttentionParams p = b.params(full.data());
         set_rope(p, kernels::RopeStyle::NeoX, 64);
         kernels::cpu::attention(p);  // appends, then attends every row
-        const int64_t row_elems = 8 * 64;
+        const int64_t row_elems = nq * 64;
         auto rows_of = [&](int s, int r0, int r1) {
           const int64_t at = (b.q_start[size_t(s)] + r0) * row_elems;
           return std::vector<float>(full.begin() + at, full.begin() + at + (r1 - r0) * row_elems);
