@@ -42,12 +42,6 @@ Fp8Tables load_tables(KvDType t) {
   w1 = _mm512_unpackhi_epi8(lo, hi);
 }
 
-// x * s, rounded on its own: GCC contracts a plain _mm512_mul_ps into an FMA with a later add (the merge's)
-// where the code around it allows, which varies with the query block (bits differed between R = 3 and 4).
-[[gnu::always_inline]] inline __m512 scale(__m512 x, __m512 s) {
-  return _mm512_mul_round_ps(x, s, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-}
-
 [[gnu::always_inline]] inline __m256i load32(const void* row, int i) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint8_t*>(row) + i));
 }
@@ -234,8 +228,8 @@ struct Fp8Tile {
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
         const __m512 lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
-        out.put(r0 + r, o + 32 * c, scale(_mm512_permutex2var_ps(lo, lo_order, hi), s));
-        out.put(r0 + r, o + 32 * c + 16, scale(_mm512_permutex2var_ps(lo, hi_order, hi), s));
+        out.put(r0 + r, o + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
+        out.put(r0 + r, o + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
       }
     }
   }
