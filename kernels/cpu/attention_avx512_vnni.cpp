@@ -69,8 +69,8 @@ struct IntTile {
   template <int QB, int NP>
   static void score_block(const TileArgs& a, const void* const* krows, const int16_t* q16, int r0, int n_pad,
                           float* sc, F::PrefetchCursor& pc) {
-    constexpr int KB = 2 * NP, NA = QB * NP;  // keys per block, accumulators (8 or 16)
-    static_assert(NA == 8 || NA == 16);
+    constexpr int KB = 2 * NP, NA = QB * NP;  // keys per block, accumulators (8, 12 or 16)
+    static_assert(NA == 8 || NA == 12 || NA == 16);
     const int D = a.head_dim;
     for (int j0 = 0; j0 < n_pad; j0 += KB) {
       __m512i acc[NA];
@@ -110,6 +110,11 @@ struct IntTile {
         } else {
           _mm512_storeu_ps(sc + int64_t(r0 + o) * kKvTile + j0, dots);
         }
+      }
+      if constexpr (NA % 8 == 4) {  // 3 queries of 8 keys: the last one's two e's on their own
+        const __m512i x = pair_lanes(e[NA / 2 - 2], e[NA / 2 - 1]);
+        const __m512 dots = _mm512_cvtepi32_ps(pair_lanes(x, x));
+        _mm256_storeu_ps(sc + int64_t(r0 + QB - 1) * kKvTile + j0, _mm512_castps512_ps256(dots));
       }
     }
   }
@@ -171,6 +176,13 @@ struct IntTile {
     }
   }
 
+  // The 3-query score block out of line: inlined into run() with the others, it slowed the 2-query block's
+  // code (tile/int8/r2 8 % slower).
+  [[gnu::noinline]] static void score_block3(const TileArgs& a, const void* const* krows, const int16_t* q16, int r0,
+                                             int n_pad, float* sc, F::PrefetchCursor& pc) {
+    score_block<3, 4>(a, krows, q16, r0, n_pad, sc, pc);
+  }
+
   template <int QB>
   static void weigh_queries(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
                             float global_v, int r0, int pdim_v, const TileMerge& out, F::PrefetchCursor& pc) {
@@ -205,9 +217,10 @@ struct IntTile {
     const int16_t* q16 = a.q16 != nullptr ? a.q16 : q16_buf;  // rounded once by the driver, or here
     const float* q_scale = a.q16 != nullptr ? a.q16_scale : q_scale_buf;
     F::PrefetchCursor pc(a);
-    pc.pace(2, n_pad / (R >= 4 ? 8 : 16) * (D / 32));  // the first query block's steps
-    for_query_blocks(R, [&]<int QB>(int r0) {
-      score_block<QB, QB == 4 ? 4 : 8>(a, krows, q16, r0, n_pad, sc, pc);
+    pc.pace(2, n_pad / (R >= 3 ? 8 : 16) * (D / 32));  // the first query block's steps
+    for_query_blocks<true>(R, [&]<int QB>(int r0) {
+      if constexpr (QB == 3) score_block3(a, krows, q16, r0, n_pad, sc, pc);
+      else score_block<QB, QB == 4 ? 4 : 8>(a, krows, q16, r0, n_pad, sc, pc);
     });
 
     const bool plain = a.softcap <= 0.0f && a.mask_kind == MaskKind::None;  // no softcap, no mask: one pass
@@ -254,7 +267,7 @@ struct IntTile {
     }
 
     const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
-    for_query_blocks(R, [&]<int QB>(int r0) {
+    for_query_blocks<true>(R, [&]<int QB>(int r0) {
       weigh_queries<QB>(a, vrows, w16, w_scale, global_v, r0, pdim_v, out, pc);
     });
     pc.finish();
