@@ -18,11 +18,11 @@
 #include <boost/asio/write.hpp>
 #include <nlohmann/json.hpp>
 
-#include "bench/load_client.h"
+#include "client/load_client.h"
 
 namespace net = boost::asio;
 using tcp = net::ip::tcp;
-using namespace inflight::bench;
+using namespace inflight::client;
 
 namespace {
 

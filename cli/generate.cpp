@@ -10,7 +10,7 @@
 #include "engine/model_loader.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/thread_pool.h"
-#include "server/commands.h"
+#include "cli/commands.h"
 
 namespace inflight::cli {
 

@@ -9,13 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "bench/load_client.h"
-#include "bench/openai_stream.h"
-#include "bench/prompt_dataset.h"
-#include "bench/sse_parser.h"
+#include "client/load_client.h"
+#include "client/openai_stream.h"
+#include "client/prompt_dataset.h"
+#include "client/sse_parser.h"
 #include "test_support.h"
 
-using namespace inflight::bench;
+using namespace inflight::client;
 
 namespace {
 

@@ -6,10 +6,10 @@
 #include <regex>
 #include <vector>
 
-#include "bench/load_metrics.h"
-#include "bench/load_report.h"
+#include "client/load_metrics.h"
+#include "client/load_report.h"
 
-using namespace inflight::bench;
+using namespace inflight::client;
 
 namespace {
 

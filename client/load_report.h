@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_metrics.h"
+#include "client/load_metrics.h"
 
-namespace inflight::bench {
+namespace inflight::client {
 
 // The settings a run was made with, as the report and the JSON state them.
 struct RunSettings {
@@ -46,4 +46,4 @@ std::string format_sweep_table(std::span<const BenchmarkRun> runs);
 
 nlohmann::json result_json(const BenchmarkRun& run);
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -1,8 +1,8 @@
-#include "bench/openai_stream.h"
+#include "client/openai_stream.h"
 
 #include <nlohmann/json.hpp>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 namespace {
 
@@ -81,4 +81,4 @@ void OpenAiStreamReader::finish(int64_t client_prompt_tokens, RequestOutcome* ou
   out->output_tokens = usage_completion_ >= 0 ? usage_completion_ : num_chunks_;
 }
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

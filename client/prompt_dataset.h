@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 struct BenchPrompt {
   std::string text;           // the completions prompt or the chat user message; unused when `ids` is set
@@ -30,4 +30,4 @@ std::vector<BenchPrompt> random_token_prompts(int num_prompts, int input_len, in
 // one reported).
 std::vector<BenchPrompt> random_word_prompts(int num_prompts, int input_len, int output_len, uint64_t seed);
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

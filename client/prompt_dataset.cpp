@@ -1,4 +1,4 @@
-#include "bench/prompt_dataset.h"
+#include "client/prompt_dataset.h"
 
 #include <algorithm>
 #include <array>
@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 namespace {
 
@@ -100,4 +100,4 @@ std::vector<BenchPrompt> random_word_prompts(int num_prompts, int input_len, int
   return out;
 }
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -1,4 +1,4 @@
-#include "bench/load_metrics.h"
+#include "client/load_metrics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 GoodputSlo parse_goodput(const std::string& spec) {
   GoodputSlo slo;
@@ -145,4 +145,4 @@ BenchmarkSummary summarize(std::span<const RequestOutcome> outcomes, double dura
   return s;
 }
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -5,7 +5,7 @@
 #include <string>
 #include <string_view>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 class SseParser {
  public:
@@ -28,4 +28,4 @@ class SseParser {
   bool after_cr_ = false;   // the last byte was '\r': a following '\n' belongs to the same terminator
 };
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -1,4 +1,4 @@
-#include "bench/load_client.h"
+#include "client/load_client.h"
 
 #include <array>
 #include <chrono>
@@ -16,9 +16,9 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "bench/sse_parser.h"
+#include "client/sse_parser.h"
 
-namespace inflight::bench {
+namespace inflight::client {
 
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -369,4 +369,4 @@ std::string fetch_first_model_id(const LoadOptions& options) {
   return j["data"][0]["id"].get<std::string>();
 }
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/builtin_model.h"
-#include "server/commands.h"
+#include "cli/commands.h"
 
 namespace inflight::cli {
 

@@ -1,4 +1,4 @@
-#include "bench/load_report.h"
+#include "client/load_report.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <ctime>
 #include <map>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 namespace {
 
@@ -207,4 +207,4 @@ nlohmann::json result_json(const BenchmarkRun& run) {
   return j;
 }
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

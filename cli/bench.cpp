@@ -1,4 +1,4 @@
-// `inflight bench`: the bundled load-test client for OpenAI-compatible servers (bench/load_client.h), with
+// `inflight bench`: the bundled load-test client for OpenAI-compatible servers (client/load_client.h), with
 // the flags and the report of `vllm bench serve`.
 #include <chrono>
 #include <cmath>
@@ -14,10 +14,10 @@
 #include <unistd.h>
 #include <vector>
 
-#include "bench/load_client.h"
-#include "bench/load_report.h"
-#include "bench/prompt_dataset.h"
-#include "server/commands.h"
+#include "client/load_client.h"
+#include "client/load_report.h"
+#include "client/prompt_dataset.h"
+#include "cli/commands.h"
 
 namespace inflight::cli {
 
@@ -136,21 +136,21 @@ void retry_until_ready(double ready_timeout_s, const std::function<std::string()
 
 // The first prompt, once, before the clock starts (as vLLM's initial test run): it proves the settings are
 // accepted.
-std::string send_test_request(const bench::LoadOptions& options, const bench::BenchPrompt& prompt) {
-  bench::LoadOptions one = options;
+std::string send_test_request(const client::LoadOptions& options, const client::BenchPrompt& prompt) {
+  client::LoadOptions one = options;
   one.request_rate = std::numeric_limits<double>::infinity();
   one.max_concurrency = 1;
-  const bench::LoadRunResult r = bench::run_load(one, std::span(&prompt, 1), {});
-  const bench::RequestOutcome& o = r.outcomes[0];
+  const client::LoadRunResult r = client::run_load(one, std::span(&prompt, 1), {});
+  const client::RequestOutcome& o = r.outcomes[0];
   return o.success ? std::string() : "the initial test request to " + options.base_url + " failed: " + o.error;
 }
 
 void run_bench(const BenchFlags& f) {
-  bench::LoadOptions options;
+  client::LoadOptions options;
   options.base_url = f.base_url;
-  bench::parse_base_url(f.base_url);  // a bad URL fails here, before any prompt is made
-  if (f.endpoint == "completions") options.api = bench::ApiKind::Completions;
-  else if (f.endpoint == "chat") options.api = bench::ApiKind::Chat;
+  client::parse_base_url(f.base_url);  // a bad URL fails here, before any prompt is made
+  if (f.endpoint == "completions") options.api = client::ApiKind::Completions;
+  else if (f.endpoint == "chat") options.api = client::ApiKind::Chat;
   else throw std::invalid_argument("--endpoint: '" + f.endpoint + "' (completions, chat)");
   options.api_key = f.api_key;
   if (options.api_key.empty())
@@ -173,16 +173,16 @@ void run_bench(const BenchFlags& f) {
     rates.push_back(parse_rate(r, f.sweep.empty() ? "--request-rate" : "--sweep"));
   if (rates.empty()) throw std::invalid_argument("--sweep: no request rate given");
   const std::vector<double> percentiles = parse_percentiles(f.percentiles);
-  const bench::GoodputSlo slo = f.goodput.empty() ? bench::GoodputSlo{} : bench::parse_goodput(f.goodput);
+  const client::GoodputSlo slo = f.goodput.empty() ? client::GoodputSlo{} : client::parse_goodput(f.goodput);
 
-  std::vector<bench::BenchPrompt> prompts;
+  std::vector<client::BenchPrompt> prompts;
   if (!f.dataset.empty()) {
-    prompts = bench::load_jsonl_prompts(f.dataset, f.num_prompts, f.output_len, f.seed);
+    prompts = client::load_jsonl_prompts(f.dataset, f.num_prompts, f.output_len, f.seed);
     options.ignore_eos = f.ignore_eos;
   } else {
-    prompts = options.api == bench::ApiKind::Chat
-                  ? bench::random_word_prompts(f.num_prompts, f.input_len, f.output_len, f.seed)
-                  : bench::random_token_prompts(f.num_prompts, f.input_len, f.output_len, f.vocab_size, f.seed);
+    prompts = options.api == client::ApiKind::Chat
+                  ? client::random_word_prompts(f.num_prompts, f.input_len, f.output_len, f.seed)
+                  : client::random_token_prompts(f.num_prompts, f.input_len, f.output_len, f.vocab_size, f.seed);
     options.ignore_eos = true;  // random prompts produce exactly output_len tokens
   }
 
@@ -190,7 +190,7 @@ void run_bench(const BenchFlags& f) {
   retry_until_ready(f.ready_timeout_s, [&]() -> std::string {
     if (!options.model.empty()) return {};
     try {
-      options.model = bench::fetch_first_model_id(options);
+      options.model = client::fetch_first_model_id(options);
       return {};
     } catch (const std::runtime_error& e) {
       return e.what();
@@ -198,48 +198,48 @@ void run_bench(const BenchFlags& f) {
   });
   retry_until_ready(f.ready_timeout_s, [&] { return send_test_request(options, prompts[0]); });
   std::fprintf(stderr, "inflight bench: %s %s, model %s, %d prompts (%s)\n", f.base_url.c_str(),
-               bench::api_path(bench::parse_base_url(f.base_url),
-                               options.api == bench::ApiKind::Chat ? "chat/completions" : "completions").c_str(),
+               client::api_path(client::parse_base_url(f.base_url),
+                               options.api == client::ApiKind::Chat ? "chat/completions" : "completions").c_str(),
                options.model.c_str(), f.num_prompts, f.dataset.empty() ? "random" : f.dataset.c_str());
 
-  std::vector<bench::BenchmarkRun> runs;
+  std::vector<client::BenchmarkRun> runs;
   for (double rate : rates) {
     options.request_rate = rate;
-    bench::BenchmarkRun run;
+    client::BenchmarkRun run;
     run.settings = {.base_url = f.base_url, .endpoint = f.endpoint, .model = options.model,
                     .dataset = f.dataset.empty() ? "random" : f.dataset, .num_prompts = f.num_prompts,
                     .input_len = f.dataset.empty() ? f.input_len : 0, .output_len = f.output_len,
                     .request_rate = rate, .burstiness = f.burstiness, .max_concurrency = f.max_concurrency,
                     .seed = f.seed, .goodput = slo, .percentiles = percentiles};
-    run.date = bench::utc_timestamp_now();
+    run.date = client::utc_timestamp_now();
     char rate_text[32];
     std::snprintf(rate_text, sizeof rate_text, "%g", rate);
     const std::string label = f.sweep.empty() ? "bench" : std::string("rate ") + rate_text;
     ProgressBar bar(f.num_prompts, label, !f.no_progress);
-    bench::LoadRunResult result =
-        bench::run_load(options, prompts, [&](int64_t done, int64_t failed) { bar.update(done, failed); });
-    run.summary = bench::summarize(result.outcomes, result.duration_s, slo, percentiles);
+    client::LoadRunResult result =
+        client::run_load(options, prompts, [&](int64_t done, int64_t failed) { bar.update(done, failed); });
+    run.summary = client::summarize(result.outcomes, result.duration_s, slo, percentiles);
     run.outcomes = std::move(result.outcomes);
-    if (f.sweep.empty()) std::fputs(bench::format_report(run).c_str(), stdout);
-    else std::fputs(bench::format_errors(run.outcomes).c_str(), stdout);
+    if (f.sweep.empty()) std::fputs(client::format_report(run).c_str(), stdout);
+    else std::fputs(client::format_errors(run.outcomes).c_str(), stdout);
     std::fflush(stdout);
     runs.push_back(std::move(run));
   }
-  if (!f.sweep.empty()) std::fputs(bench::format_sweep_table(runs).c_str(), stdout);
+  if (!f.sweep.empty()) std::fputs(client::format_sweep_table(runs).c_str(), stdout);
 
   if (!f.result_file.empty()) {
     nlohmann::json j;
     if (f.sweep.empty()) {
-      j = bench::result_json(runs[0]);
+      j = client::result_json(runs[0]);
     } else {
       j["runs"] = nlohmann::json::array();
-      for (const bench::BenchmarkRun& r : runs) j["runs"].push_back(bench::result_json(r));
+      for (const client::BenchmarkRun& r : runs) j["runs"].push_back(client::result_json(r));
     }
     std::ofstream out(f.result_file);
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) throw std::runtime_error("--result-file: cannot write " + f.result_file);
   }
-  for (const bench::BenchmarkRun& r : runs)
+  for (const client::BenchmarkRun& r : runs)
     if (r.summary.completed == 0) throw std::runtime_error("every request failed (see the errors above)");
 }
 

@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bench/load_metrics.h"
-#include "bench/openai_stream.h"
-#include "bench/prompt_dataset.h"
+#include "client/load_metrics.h"
+#include "client/openai_stream.h"
+#include "client/prompt_dataset.h"
 
-namespace inflight::bench {
+namespace inflight::client {
 
 // "http://host[:port][/prefix]"; the port defaults to 80.
 struct ServerUrl {
@@ -65,4 +65,4 @@ LoadRunResult run_load(const LoadOptions& options, std::span<const BenchPrompt> 
 // GET {base}/v1/models: the first model's id. Throws std::runtime_error with the reason.
 std::string fetch_first_model_id(const LoadOptions& options);
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -1,6 +1,6 @@
-#include "bench/sse_parser.h"
+#include "client/sse_parser.h"
 
-namespace inflight::bench {
+namespace inflight::client {
 
 void SseParser::feed(std::string_view bytes, const EventFn& on_event) {
   for (char c : bytes) {
@@ -41,4 +41,4 @@ void SseParser::take_line(std::string_view line, const EventFn& on_event) {
   has_data_ = true;
 }
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "bench/load_metrics.h"
+#include "client/load_metrics.h"
 
-namespace inflight::bench {
+namespace inflight::client {
 
 enum class ApiKind { Completions, Chat };
 
@@ -37,4 +37,4 @@ class OpenAiStreamReader {
   bool saw_done_ = false;
 };
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

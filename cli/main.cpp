@@ -5,7 +5,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include "server/commands.h"
+#include "cli/commands.h"
 
 int main(int argc, char** argv) {
   // Logs go to stderr; stdout carries only what a command produces (generated text).

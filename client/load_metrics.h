@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace inflight::bench {
+namespace inflight::client {
 
 struct RequestOutcome {
   bool success = false;
@@ -75,4 +75,4 @@ struct BenchmarkSummary {
 BenchmarkSummary summarize(std::span<const RequestOutcome> outcomes, double duration_s, const GoodputSlo& slo,
                            std::span<const double> percentiles);
 
-}  // namespace inflight::bench
+}  // namespace inflight::client

@@ -23,7 +23,7 @@
 #include "kernels/cpu/isa.h"
 #include "kernels/kv_dtype.h"
 #include "kernels/thread_pool.h"
-#include "server/commands.h"
+#include "cli/commands.h"
 #include "server/http_server.h"
 #include "server/routes.h"
 #include "server/server_config.h"
