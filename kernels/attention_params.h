@@ -35,20 +35,20 @@ struct PagedKvView {
   float quant_orig_scale[2] = {1.0f, 1.0f};  // [K, V] x = value(code) * quant_orig_scale
 
   // Element offset of (block, kv = 0 for K / 1 for V, head, slot in block, feature 0).
-  int64_t offset(int64_t block, int kv, int head, int slot) const {
+  INFLIGHT_HD int64_t offset(int64_t block, int kv, int head, int slot) const {
     return (((block * 2 + kv) * num_kv_heads + head) * int64_t(block_size) + slot) * head_dim;
   }
   // Physical block id holding position `pos` of sequence `seq`.
-  int32_t block_of(int seq, int64_t pos) const {
+  INFLIGHT_HD int32_t block_of(int seq, int64_t pos) const {
     return block_tables[int64_t(seq) * max_blocks_per_seq + pos / block_size];
   }
-  int num_scale_groups() const { return quant_group > 0 ? head_dim / quant_group : 0; }
+  INFLIGHT_HD int num_scale_groups() const { return quant_group > 0 ? head_dim / quant_group : 0; }
   // Start of the stored row (block, kv, head, slot).
-  void* row(int64_t block, int kv, int head, int slot) const {
+  INFLIGHT_HD void* row(int64_t block, int kv, int head, int slot) const {
     return static_cast<uint8_t*>(data) + offset(block, kv, head, slot) * kv_elem_bytes(dtype);
   }
   // The scales that go with row (block, kv, head, slot), for kv_quantize_row / kv_dequantize.
-  KvRowScales row_scales(int64_t block, int kv, int head, int slot) const {
+  INFLIGHT_HD KvRowScales row_scales(int64_t block, int kv, int head, int slot) const {
     KvRowScales s;
     if (scales != nullptr)
       s.group = scales + (((block * 2 + kv) * num_kv_heads + head) * int64_t(block_size) + slot) * num_scale_groups();
@@ -124,13 +124,13 @@ struct AttentionParams {
   RopeParams rope;                        // rotary_dim 0: off
   const int32_t* positions = nullptr;     // [num_tokens]
 
-  int num_tokens() const { return q_start[num_seqs]; }
-  float effective_scale() const { return scale != 0.0f ? scale : 1.0f / (q_scaling * std::sqrt(float(head_dim))); }
+  INFLIGHT_HD int num_tokens() const { return q_start[num_seqs]; }
+  INFLIGHT_HD float effective_scale() const { return scale != 0.0f ? scale : 1.0f / (q_scaling * std::sqrt(float(head_dim))); }
   // The sequence whose block table holds position `pos` as seen by sequence `seq`.
-  int kv_seq(int seq, int64_t pos) const {
+  INFLIGHT_HD int kv_seq(int seq, int64_t pos) const {
     return cache_indir ? beam_row0[seq] + cache_indir[int64_t(seq) * cache_indir_stride + pos] : seq;
   }
-  bool rope_on() const { return rope.rotary_dim > 0 && positions != nullptr; }
+  INFLIGHT_HD bool rope_on() const { return rope.rotary_dim > 0 && positions != nullptr; }
 };
 
 // Writes the K/V rows of this step into the cache: token t goes to slot slot_mapping[t]

@@ -1,5 +1,6 @@
 // Weight element types and the scalar conversions every backend shares.
 #pragma once
+#include "kernels/host_device.h"
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -27,7 +28,7 @@ inline int64_t row_bytes(DType t, int64_t n) {
 }
 
 // IEEE half <-> float, round-to-nearest-even, handles subnormals, inf and nan.
-inline float f16_to_f32(uint16_t h) {
+INFLIGHT_HD inline float f16_to_f32(uint16_t h) {
   const uint32_t sign = uint32_t(h & 0x8000) << 16;
   const uint32_t exp = (h >> 10) & 0x1f;
   const uint32_t mant = h & 0x3ff;
@@ -51,7 +52,7 @@ inline float f16_to_f32(uint16_t h) {
   return f;
 }
 
-inline uint16_t f32_to_f16(float f) {
+INFLIGHT_HD inline uint16_t f32_to_f16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000;
@@ -75,14 +76,14 @@ inline uint16_t f32_to_f16(float f) {
   return uint16_t(sign | r);
 }
 
-inline float bf16_to_f32(uint16_t h) {
+INFLIGHT_HD inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = uint32_t(h) << 16;
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
 
-inline uint16_t f32_to_bf16(float f) {  // round-to-nearest-even, nan stays nan
+INFLIGHT_HD inline uint16_t f32_to_bf16(float f) {  // round-to-nearest-even, nan stays nan
   uint32_t x;
   std::memcpy(&x, &f, 4);
   if ((x & 0x7fffffff) > 0x7f800000u) return uint16_t((x >> 16) | 0x40);

@@ -14,6 +14,7 @@
 // Quantization is symmetric and saturating: int8 clamps to +-127, fp8 to its largest finite value (448 for
 // e4m3, 57344 for e5m2); rounding is to nearest, ties to even. fp8 NaN codes are never written.
 #pragma once
+#include "kernels/host_device.h"
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -34,7 +35,7 @@ inline constexpr float kFp8E5M2Max = 57344.0f;  // largest finite e5m2 value
 // An e4m3 code read as the f16 bit pattern fp8_e4m3_to_f16_bits(code) is the fp8 value / 256.
 inline constexpr float kFp8E4M3ViaF16Scale = 256.0f;
 
-inline int kv_elem_bytes(KvDType t) {
+INFLIGHT_HD inline int kv_elem_bytes(KvDType t) {
   switch (t) {
     case KvDType::F32: return 4;
     case KvDType::F16:
@@ -43,9 +44,9 @@ inline int kv_elem_bytes(KvDType t) {
   }
 }
 // Int8: one f32 scale per (token, KV head, group of quant_group channels), stored beside the cache.
-inline bool kv_has_group_scales(KvDType t) { return t == KvDType::Int8; }
+INFLIGHT_HD inline bool kv_has_group_scales(KvDType t) { return t == KvDType::Int8; }
 // Int8Static / Fp8*: one per-tensor scale pair (orig_quant, quant_orig).
-inline bool kv_has_static_scale(KvDType t) {
+INFLIGHT_HD inline bool kv_has_static_scale(KvDType t) {
   return t == KvDType::Int8Static || t == KvDType::Fp8E4M3 || t == KvDType::Fp8E5M2;
 }
 // Largest magnitude a quantized code holds (0 for the float types).
@@ -75,7 +76,7 @@ std::string_view kv_dtype_names();
 // ---- int8 ----
 
 // round(x * orig_quant) clamped to [-127, 127]; NaN gives 0.
-inline int8_t quantize_int8(float x, float orig_quant) {
+INFLIGHT_HD inline int8_t quantize_int8(float x, float orig_quant) {
   const float r = std::nearbyint(x * orig_quant);
   if (!(r > -kInt8Max)) return r != r ? int8_t(0) : int8_t(-127);
   return r < kInt8Max ? int8_t(r) : int8_t(127);
@@ -85,7 +86,7 @@ inline int8_t quantize_int8(float x, float orig_quant) {
 
 namespace detail {
 template <int kManBits, int kBias, uint32_t kMaxCode>
-inline uint8_t f32_to_fp8(float x) {
+INFLIGHT_HD inline uint8_t f32_to_fp8(float x) {
   uint32_t bits;
   std::memcpy(&bits, &x, 4);
   const uint8_t sign = uint8_t((bits >> 24) & 0x80);
@@ -107,18 +108,18 @@ inline uint8_t f32_to_fp8(float x) {
 }
 }  // namespace detail
 
-inline uint8_t f32_to_fp8_e4m3(float x) { return detail::f32_to_fp8<3, 7, 0x7e>(x); }
-inline uint8_t f32_to_fp8_e5m2(float x) { return detail::f32_to_fp8<2, 15, 0x7b>(x); }
+INFLIGHT_HD inline uint8_t f32_to_fp8_e4m3(float x) { return detail::f32_to_fp8<3, 7, 0x7e>(x); }
+INFLIGHT_HD inline uint8_t f32_to_fp8_e5m2(float x) { return detail::f32_to_fp8<2, 15, 0x7b>(x); }
 
 // The f16 bit pattern whose value is the e4m3 value / 256 (exact for every non-NaN code); SIMD paths
 // widen codes this way and fold the 256 into the per-tensor scale.
-inline uint16_t fp8_e4m3_to_f16_bits(uint8_t c) { return uint16_t(((c & 0x80u) << 8) | ((c & 0x7fu) << 7)); }
-inline float fp8_e4m3_to_f32(uint8_t c) {
+INFLIGHT_HD inline uint16_t fp8_e4m3_to_f16_bits(uint8_t c) { return uint16_t(((c & 0x80u) << 8) | ((c & 0x7fu) << 7)); }
+INFLIGHT_HD inline float fp8_e4m3_to_f32(uint8_t c) {
   if ((c & 0x7f) == 0x7f) return NAN;
   return f16_to_f32(fp8_e4m3_to_f16_bits(c)) * kFp8E4M3ViaF16Scale;
 }
 // e5m2 is the upper byte of an f16.
-inline float fp8_e5m2_to_f32(uint8_t c) { return f16_to_f32(uint16_t(c << 8)); }
+INFLIGHT_HD inline float fp8_e5m2_to_f32(uint8_t c) { return f16_to_f32(uint16_t(c << 8)); }
 // The bf16 bit pattern of the value of an e4m3 (e5m2 = false) or e5m2 code: exact, as bf16 holds every fp8
 // value; the AVX-512 BF16 tile routine looks codes up in a table of these.
 inline uint16_t fp8_to_bf16_bits(bool e5m2, uint8_t c) {
@@ -143,7 +144,7 @@ struct KvRowScales {
 };
 
 // Stores x[0, n) as one row of dtype t at dst (Int8: also writes the row's group scales).
-inline void kv_quantize_row(KvDType t, const float* x, int n, void* dst, const KvRowScales& s) {
+INFLIGHT_HD inline void kv_quantize_row(KvDType t, const float* x, int n, void* dst, const KvRowScales& s) {
   switch (t) {
     case KvDType::F32: std::memcpy(dst, x, size_t(n) * 4); return;
     case KvDType::F16:
@@ -176,7 +177,7 @@ inline void kv_quantize_row(KvDType t, const float* x, int n, void* dst, const K
 }
 
 // Element i of a stored row, as a float (the value attention uses).
-inline float kv_dequantize(KvDType t, const void* row, int i, const KvRowScales& s) {
+INFLIGHT_HD inline float kv_dequantize(KvDType t, const void* row, int i, const KvRowScales& s) {
   switch (t) {
     case KvDType::F32: return static_cast<const float*>(row)[i];
     case KvDType::F16: return f16_to_f32(static_cast<const uint16_t*>(row)[i]);
@@ -189,7 +190,7 @@ inline float kv_dequantize(KvDType t, const void* row, int i, const KvRowScales&
   return 0.0f;
 }
 
-inline void kv_dequantize_row(KvDType t, const void* row, int n, float* out, const KvRowScales& s) {
+INFLIGHT_HD inline void kv_dequantize_row(KvDType t, const void* row, int n, float* out, const KvRowScales& s) {
   for (int i = 0; i < n; ++i) out[i] = kv_dequantize(t, row, i, s);
 }
 

@@ -1,6 +1,7 @@
 // Element-wise and row-wise operations of a Llama-family layer. Rows are independent; each runs on
 // the compute pool when there are many.
 #pragma once
+#include "kernels/host_device.h"
 #include <cmath>
 #include <cstdint>
 
@@ -38,7 +39,7 @@ inline void rope_cos_sin(const RopeParams& rope, const float* freq, float pos, f
   }
 }
 // Rotates one head [head_dim] in place by a row of rope_cos_sin.
-inline void rotate_head(const RopeParams& rope, const float* cos_sin, float* head) {
+INFLIGHT_HD inline void rotate_head(const RopeParams& rope, const float* cos_sin, float* head) {
   const int num_pairs = rope.rotary_dim / 2;
   // pair i is (head[a], head[b]); GptJ: a = 2i, b = 2i + 1; NeoX: a = i, b = i + rotary_dim / 2
   const int step = rope.style == RopeStyle::GptJ ? 2 : 1;

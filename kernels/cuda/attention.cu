@@ -1,0 +1,500 @@
+// The CUDA attention kernels (see attention.h): the fused append, the span-state routine, the one-block-
+// per-row and the split-K plans with their merge, and the host launchers.
+#include "kernels/cuda/attention.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+#include "kernels/ops.h"
+
+namespace inflight::kernels::cuda {
+
+namespace {
+
+void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
+  std::abort();
+}
+#define INFLIGHT_CUDA_CHECK(x) check_cuda((x), #x, __FILE__, __LINE__)
+
+constexpr int kThreads = 128;                           // per block: 4 warps
+constexpr int kWarps = kThreads / 32;
+constexpr int kDimsPerThread = kMaxHeadDim / kThreads;  // output features d = tid + kThreads * i
+constexpr int kScoresPerThread = kSpanKeys / kThreads;  // score entries jj = tid + kThreads * i
+
+// ---- helpers ----
+
+__device__ float warp_sum(float x) {
+  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
+  return x;
+}
+__device__ float warp_max(float x) {
+  for (int off = 16; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
+  return x;
+}
+
+// The sequence owning packed row t: the last s with q_start[s] <= t (empty sequences are skipped over).
+__device__ int seq_of_row(const AttentionParams& p, int t) {
+  int lo = 0, hi = p.num_seqs - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (p.q_start[mid] <= t) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+// Where packed row t sits: its sequence, its index i among the sequence's rows, and the keys [lo, hi] it sees
+// (the band mask over the sequence's past_len + q_len cached keys; hi < lo: none).
+struct RowInfo {
+  int seq;
+  int64_t i, lo, hi;
+};
+__device__ RowInfo row_info(const AttentionParams& p, int t) {
+  RowInfo r;
+  r.seq = seq_of_row(p, t);
+  r.i = t - p.q_start[r.seq];
+  const int64_t total = int64_t(p.past_len[r.seq]) + (p.q_start[r.seq + 1] - p.q_start[r.seq]);
+  const int64_t pos = p.past_len[r.seq] + r.i;
+  r.lo = p.pre_tokens < 0 ? 0 : max(int64_t(0), pos - p.pre_tokens);
+  r.hi = p.next_tokens < 0 ? total - 1 : min(total - 1, pos + int64_t(p.next_tokens));
+  return r;
+}
+
+// One row's online-softmax state over some keys, for the output features this thread owns (d = tid +
+// kThreads * i) and each of the group's heads: o = sum_j exp(s_j - m) v_j, d = sum_j exp(s_j - m).
+struct RowState {
+  float o[kMaxGroup][kDimsPerThread];
+  float m[kMaxGroup];
+  float d[kMaxGroup];
+};
+
+__device__ void clear(RowState& st) {
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    st.m[g] = -INFINITY;
+    st.d[g] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) st.o[g][i] = 0.0f;
+  }
+}
+
+// Folds a later span's state (sm, sd, so) into head g's running state. Every plan folds spans left to right
+// through this one function, so every plan gives the same bits.
+__device__ void fold(RowState& st, int g, float sm, float sd, const float* so) {
+  if (sm == -INFINITY) return;  // the span saw no key
+  if (st.m[g] == -INFINITY) {
+    st.m[g] = sm;
+    st.d[g] = sd;
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) st.o[g][i] = so[i];
+    return;
+  }
+  const float m = fmaxf(st.m[g], sm);
+  const float a = expf(st.m[g] - m), b = expf(sm - m);
+  st.m[g] = m;
+  st.d[g] = st.d[g] * a + sd * b;
+#pragma unroll
+  for (int i = 0; i < kDimsPerThread; ++i) st.o[g][i] = st.o[g][i] * a + so[i] * b;
+}
+
+// out[t, h0 + g, :] = o / d for this thread's features (a row that saw no key is 0).
+__device__ void store_row(const AttentionParams& p, const RowState& st, int t, int h0, int group) {
+  const int D = p.head_dim_v;
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+    float* out = p.out + int64_t(t) * p.num_q_heads * D + int64_t(h0 + g) * D;
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = threadIdx.x + kThreads * i;
+      if (d < D) out[d] = st.d[g] > 0.0f ? st.o[g][i] / st.d[g] : 0.0f;
+    }
+  }
+}
+
+struct SpanSmem {
+  float q[kMaxGroup][kMaxHeadDim];  // the row's G query heads, rotated
+  float s[kMaxGroup][kSpanKeys];    // scores of the span's keys, then their weights exp(s - m)
+  float red[kMaxGroup][kWarps];     // per-warp partials of the block reductions
+};
+
+// Loads query row t's heads [h0, h0 + group) into smem, rotated by the row's RoPE table entry.
+__device__ void load_queries(const AttentionParams& p, const float* rope_cos_sin, int t, int h0, int group,
+                             SpanSmem& sm) {
+  const int D = p.head_dim;
+  for (int idx = threadIdx.x; idx < group * D; idx += kThreads) {
+    const int g = idx / D, d = idx % D;
+    sm.q[g][d] = p.q[int64_t(t) * p.q_stride + int64_t(h0 + g) * D + d];
+  }
+  __syncthreads();
+  if (p.rope_on() && threadIdx.x < group)
+    rotate_head(p.rope, rope_cos_sin + int64_t(t) * p.rope.rotary_dim, sm.q[threadIdx.x]);
+  __syncthreads();
+}
+
+// The state of row t (heads h0 .. h0 + group - 1 of KV head kv_head) over span `span` (keys [span * 512,
+// span * 512 + 512) within [r.lo, r.hi]), returned in (m, d, o) with o for this thread's features.
+template <KvDType kT>
+__device__ void span_state(const AttentionParams& p, const RowInfo& r, int t, int kv_head, int h0, int group,
+                           int64_t span, SpanSmem& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
+  const PagedKvView& kv = p.kv;
+  const int D = p.head_dim;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t k0 = span * kSpanKeys;
+  const int64_t j_first = max(k0, r.lo), j_last = min(k0 + kSpanKeys - 1, r.hi);
+  const float scale = p.effective_scale();
+
+  // Scores: a warp per key, lanes over features, reduced by one butterfly per head.
+  for (int jj = warp; jj < kSpanKeys; jj += kWarps) {
+    const int64_t j = k0 + jj;
+    const bool visible = j >= j_first && j <= j_last;
+    float acc[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
+    if (visible) {
+      const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
+      const int slot = int(j % kv.block_size);
+      const void* krow = kv.row(block, 0, kv_head, slot);
+      const KvRowScales ks = kv.row_scales(block, 0, kv_head, slot);
+      for (int d = lane; d < D; d += 32) {
+        const float kd = kv_dequantize(kT, krow, d, ks);
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < group) acc[g] += sm.q[g][d] * kd;
+      }
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < group) acc[g] = warp_sum(acc[g]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g) {
+        if (g >= group) break;
+        float s = -INFINITY;
+        if (visible) {
+          s = acc[g] * scale;
+          if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+          const int64_t mask_at = int64_t(r.seq) * p.mask.seq_stride + int64_t(h0 + g) * p.mask.head_stride +
+                                  r.i * p.mask.row_stride + j;
+          if (p.mask.kind == MaskKind::Bool && static_cast<const uint8_t*>(p.mask.data)[mask_at] != 0) s = -INFINITY;
+          if (p.mask.kind == MaskKind::Additive) s += static_cast<const float*>(p.mask.data)[mask_at];
+        }
+        sm.s[g][jj] = s;
+      }
+    }
+  }
+  __syncthreads();
+
+  // Max, then weights and their sum: each thread over its entries in order, a butterfly per warp, the warps in order.
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+    float x = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < kScoresPerThread; ++i) x = fmaxf(x, sm.s[g][threadIdx.x + kThreads * i]);
+    x = warp_max(x);
+    if (lane == 0) sm.red[g][warp] = x;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+    float m = sm.red[g][0];
+    for (int w = 1; w < kWarps; ++w) m = fmaxf(m, sm.red[g][w]);
+    m_out[g] = m;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+    float x = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kScoresPerThread; ++i) {
+      float& s = sm.s[g][threadIdx.x + kThreads * i];
+      s = s == -INFINITY ? 0.0f : expf(s - m_out[g]);
+      x += s;
+    }
+    x = warp_sum(x);
+    if (lane == 0) sm.red[g][warp] = x;
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+    float d = sm.red[g][0];
+    for (int w = 1; w < kWarps; ++w) d += sm.red[g][w];
+    d_out[g] = d;
+  }
+
+  // o = sum_j w_j v_j: threads over features, keys in order.
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) o_out[g][i] = 0.0f;
+  for (int64_t j = j_first; j <= j_last; ++j) {
+    const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
+    const int slot = int(j % kv.block_size);
+    const void* vrow = kv.row(block, 1, kv_head, slot);
+    const KvRowScales vs = kv.row_scales(block, 1, kv_head, slot);
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = threadIdx.x + kThreads * i;
+      if (d >= D) break;
+      const float vd = kv_dequantize(kT, vrow, d, vs);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < group) o_out[g][i] += sm.s[g][j - k0] * vd;
+    }
+  }
+  __syncthreads();  // sm.s is rewritten by the next span
+}
+
+// ---- kernels ----
+
+// One thread per (token, KV head, K or V): K rotated then quantized, V quantized, into slot_mapping[t].
+template <KvDType kT>
+__global__ void append_kernel(AttentionParams p, const float* rope_cos_sin) {
+  const PagedKvView& kv = p.kv;
+  const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t T = p.q_start[p.num_seqs];
+  if (idx >= T * kv.num_kv_heads * 2) return;
+  const int64_t t = idx / (kv.num_kv_heads * 2);
+  const int h = int(idx / 2 % kv.num_kv_heads);
+  const int which = int(idx % 2);
+  const int64_t slot = p.slot_mapping[t];
+  if (slot < 0) return;  // a padding token: nothing to store
+  const int64_t block = slot / kv.block_size;
+  const int in_block = int(slot % kv.block_size);
+  void* dst = kv.row(block, which, h, in_block);
+  const KvRowScales scales = kv.row_scales(block, which, h, in_block);
+  if (which == 1) {
+    kv_quantize_row(kT, p.v + t * p.v_stride + int64_t(h) * kv.head_dim, kv.head_dim, dst, scales);
+    return;
+  }
+  float row[kMaxHeadDim];  // [head_dim] one K head, rotated
+  const float* k = p.k + t * p.k_stride + int64_t(h) * kv.head_dim;
+  for (int d = 0; d < kv.head_dim; ++d) row[d] = k[d];
+  if (p.rope_on()) rotate_head(p.rope, rope_cos_sin + t * p.rope.rotary_dim, row);
+  kv_quantize_row(kT, row, kv.head_dim, dst, scales);
+}
+
+// Grid (rows, KV heads): one block walks every span of its row, folding as it goes.
+template <KvDType kT>
+__global__ void __launch_bounds__(kThreads) row_kernel(AttentionParams p, const float* rope_cos_sin) {
+  __shared__ SpanSmem sm;
+  const int t = blockIdx.x, kv_head = blockIdx.y;
+  const int group = p.num_q_heads / p.num_kv_heads, h0 = kv_head * group;
+  const RowInfo r = row_info(p, t);
+  load_queries(p, rope_cos_sin, t, h0, group, sm);
+  RowState st;
+  clear(st);
+  if (r.hi >= r.lo) {
+    for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
+      float m[kMaxGroup], d[kMaxGroup], o[kMaxGroup][kDimsPerThread];
+      span_state<kT>(p, r, t, kv_head, h0, group, span, sm, m, d, o);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < group) fold(st, g, m[g], d[g], o[g]);
+    }
+  }
+  store_row(p, st, t, h0, group);
+}
+
+// Split-K: grid (rows, span slots, KV heads); slot y computes spans [y * spans_per_block, ...) of its row
+// and stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
+template <KvDType kT>
+__global__ void __launch_bounds__(kThreads) split_kernel(AttentionParams p, const float* rope_cos_sin, float* ws,
+                                                          int max_spans, int spans_per_block) {
+  __shared__ SpanSmem sm;
+  const int t = blockIdx.x, kv_head = blockIdx.z;
+  const int group = p.num_q_heads / p.num_kv_heads, h0 = kv_head * group;
+  const int D = p.head_dim_v;
+  const RowInfo r = row_info(p, t);
+  if (r.hi < r.lo) return;
+  const int64_t first = max(r.lo / kSpanKeys, int64_t(blockIdx.y) * spans_per_block);
+  const int64_t last = min(r.hi / kSpanKeys, int64_t(blockIdx.y + 1) * spans_per_block - 1);
+  if (first > last) return;
+  load_queries(p, rope_cos_sin, t, h0, group, sm);
+  for (int64_t span = first; span <= last; ++span) {
+    float m[kMaxGroup], d[kMaxGroup], o[kMaxGroup][kDimsPerThread];
+    span_state<kT>(p, r, t, kv_head, h0, group, span, sm, m, d, o);
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= group) break;
+      float* st = ws + ((int64_t(t) * p.num_q_heads + h0 + g) * max_spans + span) * (D + 2);
+#pragma unroll
+      for (int i = 0; i < kDimsPerThread; ++i) {
+        const int dd = threadIdx.x + kThreads * i;
+        if (dd < D) st[dd] = o[g][i];
+      }
+      if (threadIdx.x == 0) {
+        st[D] = m[g];
+        st[D + 1] = d[g];
+      }
+    }
+  }
+}
+
+// Grid (rows, query heads): folds row t's span states left to right, as row_kernel does.
+__global__ void __launch_bounds__(kThreads) merge_kernel(AttentionParams p, const float* ws, int max_spans) {
+  const int t = blockIdx.x, h = blockIdx.y;
+  const int D = p.head_dim_v;
+  const RowInfo r = row_info(p, t);
+  RowState st;
+  clear(st);
+  if (r.hi >= r.lo) {
+    for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
+      const float* s = ws + ((int64_t(t) * p.num_q_heads + h) * max_spans + span) * (D + 2);
+      float o[kDimsPerThread];
+#pragma unroll
+      for (int i = 0; i < kDimsPerThread; ++i) {
+        const int d = threadIdx.x + kThreads * i;
+        o[i] = d < D ? s[d] : 0.0f;
+      }
+      fold(st, 0, s[D], s[D + 1], o);
+    }
+  }
+  store_row(p, st, t, h, 1);
+}
+
+// ---- launchers ----
+
+template <template <KvDType> class Launch, class... Args>
+void dispatch(KvDType t, Args&&... args) {
+  switch (t) {
+    case KvDType::F32: Launch<KvDType::F32>::run(args...); return;
+    case KvDType::F16: Launch<KvDType::F16>::run(args...); return;
+    case KvDType::BF16: Launch<KvDType::BF16>::run(args...); return;
+    case KvDType::Int8: Launch<KvDType::Int8>::run(args...); return;
+    case KvDType::Int8Static: Launch<KvDType::Int8Static>::run(args...); return;
+    case KvDType::Fp8E4M3: Launch<KvDType::Fp8E4M3>::run(args...); return;
+    case KvDType::Fp8E5M2: Launch<KvDType::Fp8E5M2>::run(args...); return;
+  }
+}
+
+template <KvDType kT>
+struct LaunchAppend {
+  static void run(const AttentionParams& p, const BatchShape& shape, cudaStream_t stream) {
+    const int64_t n = int64_t(shape.num_tokens) * p.kv.num_kv_heads * 2;
+    append_kernel<kT><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, shape.rope_cos_sin);
+  }
+};
+
+template <KvDType kT>
+struct LaunchAttend {
+  static void run(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
+                  cudaStream_t stream) {
+    const int rows = shape.num_tokens;
+    if (spans_per_block < 0) {
+      row_kernel<kT><<<dim3(unsigned(rows), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(p, shape.rope_cos_sin);
+      return;
+    }
+    const int max_spans = std::max(1, (shape.max_kv_len + kSpanKeys - 1) / kSpanKeys);
+    const int slots = (max_spans + spans_per_block - 1) / spans_per_block;
+    float* states = ws.get(int64_t(rows) * p.num_q_heads * max_spans * (p.head_dim_v + 2));
+    split_kernel<kT><<<dim3(unsigned(rows), unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+        p, shape.rope_cos_sin, states, max_spans, spans_per_block);
+    merge_kernel<<<dim3(unsigned(rows), unsigned(p.num_q_heads)), kThreads, 0, stream>>>(p, states, max_spans);
+  }
+};
+
+int num_sms() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    INFLIGHT_CUDA_CHECK(cudaGetDevice(&dev));
+    INFLIGHT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
+}  // namespace
+
+Workspace::~Workspace() {
+  if (data_ != nullptr) cudaFree(data_);
+}
+
+float* Workspace::get(int64_t num_floats) {
+  if (num_floats > capacity_) {
+    if (data_ != nullptr) INFLIGHT_CUDA_CHECK(cudaFree(data_));  // synchronizes: no kernel still reads it
+    data_ = nullptr;
+    INFLIGHT_CUDA_CHECK(cudaMalloc(&data_, size_t(num_floats) * sizeof(float)));
+    capacity_ = num_floats;
+  }
+  return data_;
+}
+
+bool device_available(std::string* why) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky error of a missing driver
+    if (why != nullptr) *why = std::string("no CUDA device (") + cudaGetErrorString(e) + ")";
+    return false;
+  }
+  if (count == 0) {
+    if (why != nullptr) *why = "no CUDA device";
+    return false;
+  }
+  return true;
+}
+
+void rope_table(const RopeParams& rope, const int32_t* positions, int64_t num_tokens, std::vector<float>* out) {
+  const int pairs = rope.rotary_dim / 2;
+  std::vector<float> freq(size_t(std::max(pairs, 0)));  // [pairs] radians per position
+  rope_frequencies(rope, freq.data());
+  out->assign(size_t(std::max<int64_t>(num_tokens, 0)) * size_t(rope.rotary_dim), 0.0f);
+  for (int64_t t = 0; t < num_tokens; ++t)
+    rope_cos_sin(rope, freq.data(), float(positions[t]), out->data() + t * rope.rotary_dim);
+}
+
+void check_params(const AttentionParams& p, const char* file, int line) {
+  const char* bad = nullptr;
+  if (p.num_kv_heads <= 0 || p.num_q_heads % p.num_kv_heads != 0) bad = "num_q_heads must be a multiple of num_kv_heads";
+  else if (p.num_q_heads / p.num_kv_heads > kMaxGroup) bad = "GQA group larger than kMaxGroup (8)";
+  else if (p.head_dim <= 0 || p.head_dim > kMaxHeadDim) bad = "head_dim must be in [1, 256]";
+  else if (p.head_dim_v != p.head_dim || p.kv.head_dim != p.head_dim) bad = "the paged cache needs head_dim_v == head_dim";
+  else if (p.kv.num_kv_heads != p.num_kv_heads) bad = "kv.num_kv_heads != num_kv_heads";
+  else if (p.kv.dtype == KvDType::Int8 && (p.kv.quant_group < 8 || p.head_dim % p.kv.quant_group != 0))
+    bad = "int8 quant_group must be >= 8 and divide head_dim";
+  else if (p.rope_on() && (p.rope.rotary_dim % 2 != 0 || p.rope.rotary_dim > p.head_dim))
+    bad = "rotary_dim must be even and <= head_dim";
+  if (bad == nullptr) return;
+  std::fprintf(stderr, "%s:%d: cuda attention: %s\n", file, line, bad);
+  std::abort();
+}
+
+void append_kv(const AttentionParams& p, const BatchShape& shape, cudaStream_t stream) {
+  check_params(p, __FILE__, __LINE__);
+  if (p.k == nullptr || shape.num_tokens == 0) return;
+  if (p.rope_on() && shape.rope_cos_sin == nullptr) {
+    std::fprintf(stderr, "%s:%d: cuda attention: RoPE on but no BatchShape::rope_cos_sin\n", __FILE__, __LINE__);
+    std::abort();
+  }
+  dispatch<LaunchAppend>(p.kv.dtype, p, shape, stream);
+  INFLIGHT_CUDA_CHECK(cudaGetLastError());
+}
+
+void attend(const AttentionParams& p, const BatchShape& shape, const DecodePlan& plan, Workspace& ws,
+            cudaStream_t stream) {
+  check_params(p, __FILE__, __LINE__);
+  if (shape.num_tokens == 0) return;
+  int spans_per_block = plan.spans_per_block;
+  if (spans_per_block == 0)  // one block per row and KV head when they fill the GPU twice over, else split-K
+    spans_per_block = int64_t(shape.num_tokens) * p.num_kv_heads >= 2 * num_sms() ? -1 : 1;
+  dispatch<LaunchAttend>(p.kv.dtype, p, shape, spans_per_block, ws, stream);
+  INFLIGHT_CUDA_CHECK(cudaGetLastError());
+}
+
+void attention(const AttentionParams& p, const BatchShape& shape, Workspace& ws, cudaStream_t stream) {
+  append_kv(p, shape, stream);
+  attend(p, shape, DecodePlan{}, ws, stream);
+}
+
+}  // namespace inflight::kernels::cuda

@@ -1,0 +1,225 @@
+// The CUDA attention (kernels/cuda/attention.cu) against reference::attention and the CPU kernels, on the
+// CPU tests' batches (attention_test_support.h): every KV dtype, head dims 64/128, GQA groups 1/3/4/8,
+// block sizes 1/16/64, KV lengths 1/54/97/2049 and 32k, mixed prefill/chunk/decode batches, fused RoPE
+// (both styles, partial rotary), masks, band, softcap, beam cache indirection, ONNX Runtime's golden cases;
+// append codes equal to the CPU's; and a row's bits alone vs in a batch of 64, one block vs split-K.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <vector>
+
+#include "../gqa_golden_support.h"
+#include "cuda_backend.h"
+
+using namespace inflight;
+using kernels::KvDType;
+
+namespace {
+
+// GPU vs reference on the same stored values: the span softmax sums in another order and dequantizes with
+// the same formulas (no int16 / bf16 rounding of queries as the CPU's VNNI / BF16 routines do), so every
+// dtype has the float tolerance of the CPU's scalar path, with margin for expf.
+double cuda_tolerance(KvDType) { return 5e-5; }
+
+void set_rope(kernels::AttentionParams& p, kernels::RopeStyle style, int rotary_dim) {
+  p.rope.style = style;
+  p.rope.head_dim = p.head_dim;
+  p.rope.rotary_dim = rotary_dim;
+  p.rope.theta = 10000.0f;
+}
+
+struct Run {
+  std::vector<float> out;
+  test::PagedBatch batch;  // the cache after the step
+};
+
+template <class Backend, class Tweak>
+Run run_step(const test::PagedBatch& b, Backend backend, Tweak tweak) {
+  Run r{std::vector<float>(size_t(b.num_tokens()) * b.num_q_heads * b.head_dim, NAN), b};
+  kernels::AttentionParams p = r.batch.params(r.out.data());
+  tweak(p);
+  backend(p);
+  return r;
+}
+
+const auto kCuda = [](const kernels::AttentionParams& p) { test::cuda_attention(p); };
+const auto kReference = [](const kernels::AttentionParams& p) { kernels::reference::attention(p); };
+const auto kCpu = [](const kernels::AttentionParams& p) { kernels::cpu::append_kv(p); };
+const auto kNoTweak = [](kernels::AttentionParams&) {};
+
+}  // namespace
+
+TEST_SUITE("attention_cuda") {
+  TEST_CASE("every KV dtype, head dim 64/128, group 1/3/4/8, mixed batch, fused RoPE: cuda == reference, "
+            "append codes == the CPU's") {
+    const std::vector<test::SeqSpec> specs{{0, 54}, {43, 54}, {96, 1}, {0, 1}, {53, 1}, {700, 1}};
+    for (KvDType dtype : kernels::kAllKvDTypes)
+      for (int head_dim : {64, 128})
+        for (int group : {1, 3, 4, 8}) {
+          CAPTURE(kernels::kv_dtype_name(dtype));
+          CAPTURE(head_dim);
+          CAPTURE(group);
+          const test::PagedBatch b = test::make_batch(specs, 2 * group, 2, head_dim, 16, dtype, 11 + group + head_dim,
+                                                      dtype == KvDType::Int8 && head_dim == 128 ? 32 : 0);
+          auto tweak = [&](kernels::AttentionParams& p) {
+            if (head_dim == 128) set_rope(p, kernels::RopeStyle::NeoX, 64);  // partial rotary
+            else set_rope(p, kernels::RopeStyle::GptJ, 64);
+          };
+          const Run gpu = run_step(b, kCuda, tweak);
+          const Run ref = run_step(b, kReference, tweak);
+          const Run cpu_append = run_step(b, kCpu, tweak);
+          const double err = test::max_abs_diff(gpu.out, ref.out);
+          MESSAGE(kernels::kv_dtype_name(dtype) << " D" << head_dim << " G" << group << ": max |cuda - ref| = " << err);
+          CHECK(err <= cuda_tolerance(dtype));
+          CHECK(gpu.batch.data == cpu_append.batch.data);
+          CHECK(gpu.batch.scales == cpu_append.batch.scales);
+        }
+  }
+
+  TEST_CASE("block size 1/16/64, KV length 1/54/97/2049 and 32k: cuda == reference") {
+    const std::vector<test::SeqSpec> specs{{0, 1}, {53, 1}, {96, 1}, {2048, 1}, {2032, 17}};
+    for (int block_size : {1, 16, 64})
+      for (KvDType dtype : kernels::kAllKvDTypes) {
+        CAPTURE(block_size);
+        CAPTURE(kernels::kv_dtype_name(dtype));
+        const test::PagedBatch b = test::make_batch(specs, 8, 2, 64, block_size, dtype, 3 + block_size);
+        const Run gpu = run_step(b, kCuda, kNoTweak), ref = run_step(b, kReference, kNoTweak);
+        CHECK(test::max_abs_diff(gpu.out, ref.out) <= cuda_tolerance(dtype));
+      }
+    for (KvDType dtype : {KvDType::F16, KvDType::Int8, KvDType::Fp8E4M3}) {
+      CAPTURE(kernels::kv_dtype_name(dtype));
+      const test::PagedBatch b = test::make_batch({{32767, 1}}, 32, 8, 128, 16, dtype, 5);
+      const Run gpu = run_step(b, kCuda, kNoTweak), ref = run_step(b, kReference, kNoTweak);
+      CHECK(test::max_abs_diff(gpu.out, ref.out) <= cuda_tolerance(dtype));
+    }
+  }
+
+  TEST_CASE("masks with (Sq,Skv), (N,Sq,Skv), (B,N,Sq,Skv) broadcast, band pre/next tokens, softcap, q_scaling") {
+    const std::vector<test::SeqSpec> specs{{0, 9}, {30, 7}, {12, 1}};
+    const int Nq = 4, Sq = 9, Skv = 37;
+    std::mt19937 rng(3);
+    std::vector<uint8_t> bool_mask(size_t(specs.size()) * Nq * Sq * Skv);
+    std::vector<float> add_mask(bool_mask.size());
+    for (size_t i = 0; i < bool_mask.size(); ++i) {
+      bool_mask[i] = rng() % 5 == 0;
+      add_mask[i] = rng() % 7 == 0 ? -INFINITY : float(int(rng() % 200) - 100) / 50.0f;
+    }
+    struct Shape {
+      int64_t seq_stride, head_stride;
+    };
+    const Shape shapes[] = {{0, 0}, {0, int64_t(Sq) * Skv}, {int64_t(Nq) * Sq * Skv, int64_t(Sq) * Skv}};
+    for (KvDType dtype : {KvDType::F32, KvDType::Int8})
+      for (kernels::MaskKind kind : {kernels::MaskKind::Bool, kernels::MaskKind::Additive})
+        for (const Shape& shape : shapes)
+          for (auto [pre, next] : {std::pair{-1, 0}, {5, 0}, {-1, -1}, {4, 3}}) {
+            CAPTURE(kernels::kv_dtype_name(dtype));
+            CAPTURE(int(kind));
+            CAPTURE(shape.seq_stride);
+            CAPTURE(shape.head_stride);
+            CAPTURE(pre);
+            CAPTURE(next);
+            const test::PagedBatch b = test::make_batch(specs, Nq, 2, 64, 16, dtype, 9);
+            auto tweak = [&](kernels::AttentionParams& p) {
+              p.mask.kind = kind;
+              p.mask.data = kind == kernels::MaskKind::Bool ? static_cast<const void*>(bool_mask.data()) : add_mask.data();
+              p.mask.seq_stride = shape.seq_stride;
+              p.mask.head_stride = shape.head_stride;
+              p.mask.row_stride = Skv;
+              p.pre_tokens = pre;
+              p.next_tokens = next;
+              p.softcap = 2.5f;
+              p.scale = 0.0f;
+              p.q_scaling = 1.5f;
+            };
+            const Run gpu = run_step(b, kCuda, tweak), ref = run_step(b, kReference, tweak);
+            CHECK(test::max_abs_diff(gpu.out, ref.out) <= cuda_tolerance(dtype));
+          }
+  }
+
+  TEST_CASE("beam cache indirection: each position is read from the beam that wrote it") {
+    const std::vector<test::SeqSpec> specs{{600, 1}, {600, 1}, {600, 1}, {0, 6}};
+    for (KvDType dtype : {KvDType::F32, KvDType::Fp8E4M3}) {
+      const test::PagedBatch b = test::make_batch(specs, 8, 2, 64, 16, dtype, 21);
+      std::mt19937 rng(4);
+      const int64_t stride = 601;
+      std::vector<int32_t> indir(4 * stride, 0), row0{0, 0, 0, 3};
+      for (int s = 0; s < 3; ++s)
+        for (int j = 0; j < 600; ++j) indir[size_t(s * stride + j)] = int32_t(rng() % 3);
+      for (int s = 0; s < 3; ++s) indir[size_t(s * stride + 600)] = s;
+      auto tweak = [&](kernels::AttentionParams& p) {
+        p.cache_indir = indir.data();
+        p.cache_indir_stride = stride;
+        p.beam_row0 = row0.data();
+      };
+      const Run gpu = run_step(b, kCuda, tweak), ref = run_step(b, kReference, tweak);
+      CAPTURE(kernels::kv_dtype_name(dtype));
+      CHECK(test::max_abs_diff(gpu.out, ref.out) <= cuda_tolerance(dtype));
+      const Run plain = run_step(b, kCuda, kNoTweak);
+      CHECK(test::max_abs_diff(gpu.out, plain.out) > 1e-3);
+    }
+  }
+
+  TEST_CASE("a row's bits: alone == in a batch of 64, prefill chunked or not, one block == split-K") {
+    for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3}) {
+      CAPTURE(kernels::kv_dtype_name(dtype));
+      // Sequence 0: a prefill of 600 rows over 1000 cached keys; then 63 decode rows of assorted lengths.
+      std::vector<test::SeqSpec> specs{{1000, 600}};
+      for (int s = 1; s < 64; ++s) specs.push_back({37 * s + 5 * (s % 7), 1});
+      test::PagedBatch b = test::make_batch(specs, 8, 2, 128, 16, dtype, 41);
+      std::vector<float> full(size_t(b.num_tokens()) * 8 * 128);
+      kernels::AttentionParams p = b.params(full.data());
+      set_rope(p, kernels::RopeStyle::NeoX, 128);
+      test::cuda_attention(p, {.spans_per_block = -1});  // appends, then one block per row
+      const int64_t row_elems = 8 * 128;
+      // The same rows with split-K plans, the cache already holding the step's K/V.
+      for (int spb : {1, 3}) {
+        std::vector<float> split(full.size());
+        kernels::AttentionParams q = b.params(split.data());
+        set_rope(q, kernels::RopeStyle::NeoX, 128);
+        q.k = q.v = nullptr;
+        q.slot_mapping = nullptr;
+        test::cuda_attention(q, {.spans_per_block = spb});
+        CAPTURE(spb);
+        CHECK(split == full);
+      }
+      // Each decode row alone, and the prefill's second half as a chunk of its own.
+      auto alone = [&](int s, int r0, int r1) {
+        std::vector<float> out(size_t(r1 - r0) * row_elems);
+        kernels::AttentionParams a = b.params(out.data());
+        const int64_t row0 = b.q_start[size_t(s)] + r0;
+        std::vector<int32_t> qs{0, r1 - r0}, past{b.past[size_t(s)] + r0};
+        a.q = b.q.data() + row0 * a.q_stride;
+        a.num_seqs = 1;
+        a.q_start = qs.data();
+        a.past_len = past.data();
+        a.kv.block_tables = b.tables.data() + size_t(s) * b.max_blocks;
+        a.positions = b.positions.data() + row0;
+        a.k = a.v = nullptr;
+        a.slot_mapping = nullptr;
+        set_rope(a, kernels::RopeStyle::NeoX, 128);
+        test::cuda_attention(a);  // auto plan: split-K for a lone row
+        return out;
+      };
+      auto rows_of = [&](int s, int r0, int r1) {
+        const int64_t at = (b.q_start[size_t(s)] + r0) * row_elems;
+        return std::vector<float>(full.begin() + at, full.begin() + at + (r1 - r0) * row_elems);
+      };
+      CHECK(alone(0, 300, 600) == rows_of(0, 300, 600));
+      for (int s : {1, 17, 63}) {
+        CAPTURE(s);
+        CHECK(alone(s, 0, 1) == rows_of(s, 0, 1));
+      }
+    }
+  }
+
+  TEST_CASE("ONNX Runtime's GroupQueryAttention golden cases through the paged CUDA kernels") {
+    using namespace test::gqa_golden;
+    for (const GoldenCase& c : load_cases()) {
+      CAPTURE(c.name);
+      for (int block_size : {1, 4, 16}) {
+        CAPTURE(block_size);
+        check_paged(c, block_size, kCuda);
+      }
+    }
+  }
+}
