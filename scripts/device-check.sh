@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The GPU check, in one go, on a machine with an NVIDIA GPU (H100 / H200; Ampere and later).
+#
+#   scripts/device-check.sh --bundle [build-dir]   # here: build the CUDA tests and benchmark (sm_80 + sm_90),
+#                                                  # copy them and the golden data they read into build-device/
+#   scripts/device-check.sh                        # there: run them from build-device/, summary in $OUT
+#
+# The binaries link the CUDA runtime statically; the benchmark takes cuBLAS from the GPU machine's CUDA
+# install or its Python wheels. Without $OUT the results go to build-device/out. Budget: 8 minutes.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bundle="$root/build-device"
+
+if [ "${1:-}" = "--bundle" ]; then
+  set -e
+  build="${2:-$root/build}"
+  bash "$root/scripts/build.sh" "$build" >/dev/null
+  cmake --build "$build" --target test_kernels_cuda bench_attention_cuda
+  rm -rf "$bundle"
+  mkdir -p "$bundle/shared/golden"
+  cp "$build/tests/test_kernels_cuda" "$build/bench/bench_attention_cuda" "$bundle/"
+  cp -r "$root/../shared/golden/gqa" "$bundle/shared/golden/"
+  du -sh "$bundle"
+  exit 0
+fi
+
+out="${OUT:-$bundle/out}"
+mkdir -p "$out"
+summary="$out/summary.txt"
+: >"$summary"
+say() { echo "$*" | tee -a "$summary"; }
+
+[ -x "$bundle/test_kernels_cuda" ] || { say "no bundle: run scripts/device-check.sh --bundle first"; exit 2; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$summary"
+
+# cuBLAS for the benchmark: the toolkit's, else the Python wheels'.
+for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
+           $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
+  if ls "$dir"/libcublas.so.* >/dev/null 2>&1; then export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; fi
+done
+
+start=$(date +%s)
+INFLIGHT_SHARED_DIR="$bundle/shared" timeout 300 "$bundle/test_kernels_cuda" --duration=true >"$out/test.log" 2>&1
+rc=$?
+say "cuda tests: exit $rc ($(( $(date +%s) - start )) s): $(grep -E '^\[doctest\] (test cases|assertions)' "$out/test.log" | tr '\n' ' ')"
+grep -E 'ERROR|FATAL|max \|cuda - ref\|' "$out/test.log" | head -60 >>"$summary"
+
+start=$(date +%s)
+timeout 240 "$bundle/bench_attention_cuda" >"$out/bench.log" 2>&1
+say "bench: exit $? ($(( $(date +%s) - start )) s)"
+grep -v '^{' "$out/bench.log" >>"$summary"
+exit $rc
