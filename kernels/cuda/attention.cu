@@ -2,6 +2,7 @@
 // per-row and the split-K plans with their merge, and the host launchers.
 #include "kernels/cuda/attention.h"
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -118,15 +119,20 @@ __device__ void store_row(const AttentionParams& p, const RowState& st, int t, i
   }
 }
 
+// Shared memory of one block. kD: the head dim of the vectorized routine, 0 for the generic one.
+template <int kD>
 struct SpanSmem {
-  float q[kMaxGroup][kMaxHeadDim];  // the row's G query heads, rotated
-  float s[kMaxGroup][kSpanKeys];    // scores of the span's keys, then their weights exp(s - m)
-  float red[kMaxGroup][kWarps];     // per-warp partials of the block reductions
+  static constexpr int kQDim = kD > 0 ? kD : kMaxHeadDim;
+  float q[kMaxGroup][kQDim];                              // the row's G query heads, rotated
+  float s[kMaxGroup][kSpanKeys];                          // scores of the span's keys, then exp(s - m)
+  float red[kMaxGroup][kWarps];                           // per-warp partials of the block reductions
+  float o[kD > 0 ? kWarps : 1][kMaxGroup][kD > 0 ? kD : 1];  // per-warp partial outputs (vectorized)
 };
 
 // Loads query row t's heads [h0, h0 + group) into smem, rotated by the row's RoPE table entry.
+template <int kD>
 __device__ void load_queries(const AttentionParams& p, const float* rope_cos_sin, int t, int h0, int group,
-                             SpanSmem& sm) {
+                             SpanSmem<kD>& sm) {
   const int D = p.head_dim;
   for (int idx = threadIdx.x; idx < group * D; idx += kThreads) {
     const int g = idx / D, d = idx % D;
@@ -138,60 +144,21 @@ __device__ void load_queries(const AttentionParams& p, const float* rope_cos_sin
   __syncthreads();
 }
 
-// The state of row t (heads h0 .. h0 + group - 1 of KV head kv_head) over span `span` (keys [span * 512,
-// span * 512 + 512) within [r.lo, r.hi]), returned in (m, d, o) with o for this thread's features.
-template <KvDType kT>
-__device__ void span_state(const AttentionParams& p, const RowInfo& r, int t, int kv_head, int h0, int group,
-                           int64_t span, SpanSmem& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
-  const PagedKvView& kv = p.kv;
-  const int D = p.head_dim;
+// The score of key j for head h0 + g from its dot product: scale, softcap, then the mask (reference order).
+__device__ float score_of(const AttentionParams& p, const RowInfo& r, int head, int64_t j, float dot) {
+  float s = dot * p.effective_scale();
+  if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
+  const int64_t at = int64_t(r.seq) * p.mask.seq_stride + int64_t(head) * p.mask.head_stride + r.i * p.mask.row_stride + j;
+  if (p.mask.kind == MaskKind::Bool && static_cast<const uint8_t*>(p.mask.data)[at] != 0) s = -INFINITY;
+  if (p.mask.kind == MaskKind::Additive) s += static_cast<const float*>(p.mask.data)[at];
+  return s;
+}
+
+// Scores in sm.s -> m, weights exp(s - m) in sm.s, d = their sum: each thread over its entries in order, a
+// butterfly per warp, the warps in order.
+template <int kD>
+__device__ void span_softmax(SpanSmem<kD>& sm, int group, float* m_out, float* d_out) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t k0 = span * kSpanKeys;
-  const int64_t j_first = max(k0, r.lo), j_last = min(k0 + kSpanKeys - 1, r.hi);
-  const float scale = p.effective_scale();
-
-  // Scores: a warp per key, lanes over features, reduced by one butterfly per head.
-  for (int jj = warp; jj < kSpanKeys; jj += kWarps) {
-    const int64_t j = k0 + jj;
-    const bool visible = j >= j_first && j <= j_last;
-    float acc[kMaxGroup];
-#pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
-    if (visible) {
-      const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
-      const int slot = int(j % kv.block_size);
-      const void* krow = kv.row(block, 0, kv_head, slot);
-      const KvRowScales ks = kv.row_scales(block, 0, kv_head, slot);
-      for (int d = lane; d < D; d += 32) {
-        const float kd = kv_dequantize(kT, krow, d, ks);
-#pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
-          if (g < group) acc[g] += sm.q[g][d] * kd;
-      }
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < group) acc[g] = warp_sum(acc[g]);
-    }
-    if (lane == 0) {
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g) {
-        if (g >= group) break;
-        float s = -INFINITY;
-        if (visible) {
-          s = acc[g] * scale;
-          if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-          const int64_t mask_at = int64_t(r.seq) * p.mask.seq_stride + int64_t(h0 + g) * p.mask.head_stride +
-                                  r.i * p.mask.row_stride + j;
-          if (p.mask.kind == MaskKind::Bool && static_cast<const uint8_t*>(p.mask.data)[mask_at] != 0) s = -INFINITY;
-          if (p.mask.kind == MaskKind::Additive) s += static_cast<const float*>(p.mask.data)[mask_at];
-        }
-        sm.s[g][jj] = s;
-      }
-    }
-  }
-  __syncthreads();
-
-  // Max, then weights and their sum: each thread over its entries in order, a butterfly per warp, the warps in order.
 #pragma unroll
   for (int g = 0; g < kMaxGroup; ++g) {
     if (g >= group) break;
@@ -231,6 +198,49 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int t, in
     for (int w = 1; w < kWarps; ++w) d += sm.red[g][w];
     d_out[g] = d;
   }
+}
+
+// The state of row t (heads h0 .. h0 + group - 1 of KV head kv_head) over span `span` (keys [span * 512,
+// span * 512 + 512) within [r.lo, r.hi]), returned in (m, d, o) with o for this thread's features.
+// Generic routine: any head dim; a warp per key, lanes over features, kv_dequantize element by element.
+template <KvDType kT>
+__device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group, int64_t span,
+                           SpanSmem<0>& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
+  const PagedKvView& kv = p.kv;
+  const int D = p.head_dim;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int64_t k0 = span * kSpanKeys;
+  const int64_t j_first = max(k0, r.lo), j_last = min(k0 + kSpanKeys - 1, r.hi);
+
+  for (int jj = warp; jj < kSpanKeys; jj += kWarps) {
+    const int64_t j = k0 + jj;
+    const bool visible = j >= j_first && j <= j_last;  // warp-uniform
+    float acc[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
+    if (visible) {
+      const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
+      const int slot = int(j % kv.block_size);
+      const void* krow = kv.row(block, 0, kv_head, slot);
+      const KvRowScales ks = kv.row_scales(block, 0, kv_head, slot);
+      for (int d = lane; d < D; d += 32) {
+        const float kd = kv_dequantize(kT, krow, d, ks);
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < group) acc[g] += sm.q[g][d] * kd;
+      }
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < group) acc[g] = warp_sum(acc[g]);
+    }
+    if (lane == 0) {
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < group) sm.s[g][jj] = visible ? score_of(p, r, h0 + g, j, acc[g]) : -INFINITY;
+    }
+  }
+  __syncthreads();
+  span_softmax(sm, group, m_out, d_out);
 
   // o = sum_j w_j v_j: threads over features, keys in order.
 #pragma unroll
@@ -255,15 +265,157 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int t, in
   __syncthreads();  // sm.s is rewritten by the next span
 }
 
+// Features [d0, d0 + 8) of a stored row through one 16-byte load (f32: two; 1-byte codes: 8 bytes), with the
+// values kv_dequantize gives (the f16 / fp8 widenings are exact, so the hardware conversions agree with it).
+__device__ float half_bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+template <KvDType kT>
+__device__ void load8(const void* row, int d0, const KvRowScales& s, float* x) {
+  if constexpr (kT == KvDType::F32) {
+    const float4* v = reinterpret_cast<const float4*>(static_cast<const float*>(row) + d0);
+    const float4 a = v[0], b = v[1];
+    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
+  } else if constexpr (kT == KvDType::F16 || kT == KvDType::BF16) {
+    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + d0);
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const uint16_t b = uint16_t(w[e / 2] >> (16 * (e % 2)));
+      x[e] = kT == KvDType::F16 ? half_bits_to_float(b) : __uint_as_float(uint32_t(b) << 16);
+    }
+  } else {
+    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(row) + d0);
+    const uint32_t w[2] = {u.x, u.y};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const uint8_t c = uint8_t(w[e / 4] >> (8 * (e % 4)));
+      if constexpr (kT == KvDType::Int8) x[e] = float(int8_t(c)) * s.group[(d0 + e) / s.quant_group];
+      else if constexpr (kT == KvDType::Int8Static) x[e] = float(int8_t(c)) * s.quant_orig;
+      else if constexpr (kT == KvDType::Fp8E4M3)
+        x[e] = half_bits_to_float(fp8_e4m3_to_f16_bits(c)) * kFp8E4M3ViaF16Scale * s.quant_orig;
+      else x[e] = half_bits_to_float(uint16_t(c << 8)) * s.quant_orig;
+    }
+  }
+}
+
+// The vectorized routine for head dim kD (64 or 128): kD / 8 lanes read one key row, 8 features each, so a
+// warp reads 32 / (kD / 8) rows at a time; each lane keeps its 8 query features of every head in registers.
+// Same state, same thread-to-feature mapping of o, as the generic routine.
+template <KvDType kT, int kD>
+__device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group, int64_t span,
+                           SpanSmem<kD>& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
+  constexpr int kLanesPerKey = kD / 8;
+  constexpr int kKeysPerWarp = 32 / kLanesPerKey;
+  constexpr int kKeyGroups = kWarps * kKeysPerWarp;  // keys in flight per block step; divides kSpanKeys
+  const PagedKvView& kv = p.kv;
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int kl = lane % kLanesPerKey, kg = warp * kKeysPerWarp + lane / kLanesPerKey;
+  const int64_t k0 = span * kSpanKeys;
+  const int64_t j_first = max(k0, r.lo), j_last = min(k0 + kSpanKeys - 1, r.hi);
+
+  float q[kMaxGroup][8];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) q[g][e] = g < group ? sm.q[g][kl * 8 + e] : 0.0f;
+
+  for (int jj = kg; jj < kSpanKeys; jj += kKeyGroups) {  // the same trip count in every lane
+    const int64_t j = k0 + jj;
+    const bool visible = j >= j_first && j <= j_last;
+    float acc[kMaxGroup];
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
+    if (visible) {
+      const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
+      const int slot = int(j % kv.block_size);
+      float x[8];
+      load8<kT>(kv.row(block, 0, kv_head, slot), kl * 8, kv.row_scales(block, 0, kv_head, slot), x);
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[g] += q[g][e] * x[e];
+    }
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= group) break;
+#pragma unroll
+      for (int off = kLanesPerKey / 2; off > 0; off /= 2) acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], off);
+    }
+    if (kl == 0) {
+#pragma unroll
+      for (int g = 0; g < kMaxGroup; ++g)
+        if (g < group) sm.s[g][jj] = visible ? score_of(p, r, h0 + g, j, acc[g]) : -INFINITY;
+    }
+  }
+  __syncthreads();
+  span_softmax(sm, group, m_out, d_out);
+
+  // o: each key group sums its keys in order; the key groups of a warp by a butterfly, the warps in order.
+  float o[kMaxGroup][8];
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+    for (int e = 0; e < 8; ++e) o[g][e] = 0.0f;
+  for (int jj = kg; jj < kSpanKeys; jj += kKeyGroups) {
+    const int64_t j = k0 + jj;
+    if (j < j_first || j > j_last) continue;
+    const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
+    const int slot = int(j % kv.block_size);
+    float x[8];
+    load8<kT>(kv.row(block, 1, kv_head, slot), kl * 8, kv.row_scales(block, 1, kv_head, slot), x);
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g) {
+      if (g >= group) break;
+      const float w = sm.s[g][jj];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) o[g][e] += w * x[e];
+    }
+  }
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g) {
+    if (g >= group) break;
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+#pragma unroll
+      for (int off = kLanesPerKey; off < 32; off *= 2) o[g][e] += __shfl_xor_sync(0xffffffffu, o[g][e], off);
+  }
+  if (lane < kLanesPerKey) {
+#pragma unroll
+    for (int g = 0; g < kMaxGroup; ++g)
+      if (g < group)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) sm.o[warp][g][kl * 8 + e] = o[g][e];
+  }
+  __syncthreads();
+#pragma unroll
+  for (int g = 0; g < kMaxGroup; ++g)
+#pragma unroll
+    for (int i = 0; i < kDimsPerThread; ++i) {
+      const int d = threadIdx.x + kThreads * i;
+      float sum = 0.0f;
+      if (g < group && d < kD) {
+        sum = sm.o[0][g][d];
+        for (int w = 1; w < kWarps; ++w) sum += sm.o[w][g][d];
+      }
+      o_out[g][i] = sum;
+    }
+  __syncthreads();  // sm.s and sm.o are rewritten by the next span
+}
+
+template <KvDType kT, int kD>
+__device__ void span_state_of(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group,
+                              int64_t span, SpanSmem<kD>& sm, float* m, float* d, float (*o)[kDimsPerThread]) {
+  if constexpr (kD == 0) span_state<kT>(p, r, kv_head, h0, group, span, sm, m, d, o);
+  else span_state<kT, kD>(p, r, kv_head, h0, group, span, sm, m, d, o);
+}
+
 // ---- kernels ----
 
 // One thread per (token, KV head, K or V): K rotated then quantized, V quantized, into slot_mapping[t].
 template <KvDType kT>
-__global__ void append_kernel(AttentionParams p, const float* rope_cos_sin) {
+__global__ void append_kernel(AttentionParams p, int64_t num_tokens, const float* rope_cos_sin) {
   const PagedKvView& kv = p.kv;
   const int64_t idx = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  const int64_t T = p.q_start[p.num_seqs];
-  if (idx >= T * kv.num_kv_heads * 2) return;
+  if (idx >= num_tokens * kv.num_kv_heads * 2) return;
   const int64_t t = idx / (kv.num_kv_heads * 2);
   const int h = int(idx / 2 % kv.num_kv_heads);
   const int which = int(idx % 2);
@@ -284,46 +436,40 @@ __global__ void append_kernel(AttentionParams p, const float* rope_cos_sin) {
   kv_quantize_row(kT, row, kv.head_dim, dst, scales);
 }
 
-// Grid (rows, KV heads): one block walks every span of its row, folding as it goes.
-template <KvDType kT>
-__global__ void __launch_bounds__(kThreads) row_kernel(AttentionParams p, const float* rope_cos_sin) {
-  __shared__ SpanSmem sm;
-  const int t = blockIdx.x, kv_head = blockIdx.y;
-  const int group = p.num_q_heads / p.num_kv_heads, h0 = kv_head * group;
-  const RowInfo r = row_info(p, t);
-  load_queries(p, rope_cos_sin, t, h0, group, sm);
-  RowState st;
-  clear(st);
-  if (r.hi >= r.lo) {
-    for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
-      float m[kMaxGroup], d[kMaxGroup], o[kMaxGroup][kDimsPerThread];
-      span_state<kT>(p, r, t, kv_head, h0, group, span, sm, m, d, o);
-#pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < group) fold(st, g, m[g], d[g], o[g]);
-    }
-  }
-  store_row(p, st, t, h0, group);
-}
-
-// Split-K: grid (rows, span slots, KV heads); slot y computes spans [y * spans_per_block, ...) of its row
-// and stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
-template <KvDType kT>
-__global__ void __launch_bounds__(kThreads) split_kernel(AttentionParams p, const float* rope_cos_sin, float* ws,
-                                                          int max_spans, int spans_per_block) {
-  __shared__ SpanSmem sm;
+// Grid (rows, span slots, KV heads). spans_per_block < 0: one slot; the block walks every span of its row,
+// folding as it goes, and stores the row. Else slot y computes spans [y * spans_per_block, ...) of its row and
+// stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
+template <KvDType kT, int kD>
+__global__ void __launch_bounds__(kThreads)
+    attend_kernel(AttentionParams p, const float* rope_cos_sin, float* ws, int max_spans, int spans_per_block) {
+  __shared__ SpanSmem<kD> sm;
   const int t = blockIdx.x, kv_head = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads, h0 = kv_head * group;
   const int D = p.head_dim_v;
   const RowInfo r = row_info(p, t);
+  float m[kMaxGroup], d[kMaxGroup], o[kMaxGroup][kDimsPerThread];
+  if (spans_per_block < 0) {
+    load_queries(p, rope_cos_sin, t, h0, group, sm);
+    RowState st;
+    clear(st);
+    if (r.hi >= r.lo) {
+      for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
+        span_state_of<kT, kD>(p, r, kv_head, h0, group, span, sm, m, d, o);
+#pragma unroll
+        for (int g = 0; g < kMaxGroup; ++g)
+          if (g < group) fold(st, g, m[g], d[g], o[g]);
+      }
+    }
+    store_row(p, st, t, h0, group);
+    return;
+  }
   if (r.hi < r.lo) return;
   const int64_t first = max(r.lo / kSpanKeys, int64_t(blockIdx.y) * spans_per_block);
   const int64_t last = min(r.hi / kSpanKeys, int64_t(blockIdx.y + 1) * spans_per_block - 1);
   if (first > last) return;
   load_queries(p, rope_cos_sin, t, h0, group, sm);
   for (int64_t span = first; span <= last; ++span) {
-    float m[kMaxGroup], d[kMaxGroup], o[kMaxGroup][kDimsPerThread];
-    span_state<kT>(p, r, t, kv_head, h0, group, span, sm, m, d, o);
+    span_state_of<kT, kD>(p, r, kv_head, h0, group, span, sm, m, d, o);
 #pragma unroll
     for (int g = 0; g < kMaxGroup; ++g) {
       if (g >= group) break;
@@ -341,7 +487,7 @@ __global__ void __launch_bounds__(kThreads) split_kernel(AttentionParams p, cons
   }
 }
 
-// Grid (rows, query heads): folds row t's span states left to right, as row_kernel does.
+// Grid (rows, query heads): folds row t's span states left to right, as attend_kernel's one-slot plan does.
 __global__ void __launch_bounds__(kThreads) merge_kernel(AttentionParams p, const float* ws, int max_spans) {
   const int t = blockIdx.x, h = blockIdx.y;
   const int D = p.head_dim_v;
@@ -382,25 +528,42 @@ template <KvDType kT>
 struct LaunchAppend {
   static void run(const AttentionParams& p, const BatchShape& shape, cudaStream_t stream) {
     const int64_t n = int64_t(shape.num_tokens) * p.kv.num_kv_heads * 2;
-    append_kernel<kT><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, shape.rope_cos_sin);
+    append_kernel<kT><<<unsigned((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(p, shape.num_tokens,
+                                                                                        shape.rope_cos_sin);
   }
 };
 
+// The vectorized routine where the head dim is 64 or 128 and every row is 16-byte aligned; else the generic one.
+int vector_head_dim(const AttentionParams& p) {
+  if (p.head_dim != 64 && p.head_dim != 128) return 0;
+  return reinterpret_cast<uintptr_t>(p.kv.data) % 16 == 0 ? p.head_dim : 0;
+}
+
 template <KvDType kT>
 struct LaunchAttend {
-  static void run(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
-                  cudaStream_t stream) {
+  template <int kD>
+  static void launch(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
+                     cudaStream_t stream) {
     const int rows = shape.num_tokens;
     if (spans_per_block < 0) {
-      row_kernel<kT><<<dim3(unsigned(rows), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(p, shape.rope_cos_sin);
+      attend_kernel<kT, kD><<<dim3(unsigned(rows), 1, unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+          p, shape.rope_cos_sin, nullptr, 0, -1);
       return;
     }
     const int max_spans = std::max(1, (shape.max_kv_len + kSpanKeys - 1) / kSpanKeys);
     const int slots = (max_spans + spans_per_block - 1) / spans_per_block;
     float* states = ws.get(int64_t(rows) * p.num_q_heads * max_spans * (p.head_dim_v + 2));
-    split_kernel<kT><<<dim3(unsigned(rows), unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+    attend_kernel<kT, kD><<<dim3(unsigned(rows), unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
         p, shape.rope_cos_sin, states, max_spans, spans_per_block);
     merge_kernel<<<dim3(unsigned(rows), unsigned(p.num_q_heads)), kThreads, 0, stream>>>(p, states, max_spans);
+  }
+  static void run(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
+                  cudaStream_t stream) {
+    switch (vector_head_dim(p)) {
+      case 64: launch<64>(p, shape, spans_per_block, ws, stream); return;
+      case 128: launch<128>(p, shape, spans_per_block, ws, stream); return;
+      default: launch<0>(p, shape, spans_per_block, ws, stream); return;
+    }
   }
 };
 
