@@ -26,7 +26,10 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_MAX_QUEUE=--max-queue
   INFLIGHT_LOG_LEVEL=--log-level
   INFLIGHT_CHAT_TEMPLATE=--chat-template
+  INFLIGHT_NO_WEBUI=--no-webui
 )
+# Flags that take no value: the variable set to 1 or true gives the flag alone.
+readonly SWITCHES=" --no-webui "
 INFLIGHT_BIN="${INFLIGHT_BIN:-inflight}"
 
 case "${1:-}" in
@@ -38,7 +41,12 @@ args=()
 for pair in "${FLAG_OF_VARIABLE[@]}"; do
   variable="${pair%%=*}"
   if [ -n "${!variable:-}" ]; then
-    args+=("${pair#*=}" "${!variable}")
+    flag="${pair#*=}"
+    if [[ "$SWITCHES" == *" $flag "* ]]; then
+      case "${!variable}" in 1 | true) args+=("$flag") ;; esac
+    else
+      args+=("$flag" "${!variable}")
+    fi
   fi
 done
 exec "$INFLIGHT_BIN" serve "${args[@]}" "$@"

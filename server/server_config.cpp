@@ -48,6 +48,7 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("write_timeout_seconds", c.write_timeout_seconds);
   fn("shutdown_grace_seconds", c.shutdown_grace_seconds);
   fn("retry_after_seconds", c.retry_after_seconds);
+  fn("webui", c.webui);
 }
 
 [[noreturn]] void bad_key(const std::string& where, const std::string& key, const std::string& what) {

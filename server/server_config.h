@@ -34,6 +34,7 @@ struct ServerConfig {
   double write_timeout_seconds = 30;   // for each write to a client
   double shutdown_grace_seconds = 0;   // on SIGINT/SIGTERM, time in-flight requests get to finish
   int retry_after_seconds = 1;         // the Retry-After of 429 and 503 answers
+  bool webui = true;                   // GET / serves the built-in web page (--no-webui: 404)
 };
 
 // Overrides the fields of `config` named in `j` (an object). Throws std::invalid_argument naming `where`
