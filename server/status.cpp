@@ -22,6 +22,7 @@ json status_json(const ModelContext& model, const engine::EngineStats& stats,
 
   json records = json::array();
   double window_prompt = 0, window_generation = 0, window_steps = 0;
+  double window_seconds = 0;  // from the start of the window's oldest step to now
   int second_steps = 0, second_context = 0, second_generation = 0;
   for (const engine::StepRecord& r : steps) {
     const double age = std::chrono::duration<double>(now - r.finished_at).count();
@@ -34,6 +35,7 @@ json status_json(const ModelContext& model, const engine::EngineStats& stats,
                        {"generation_seqs", r.num_generation_seqs},
                        {"kv_blocks_used", r.num_kv_blocks_used}});
     if (age <= kStatusWindowSeconds) {
+      window_seconds = std::max(window_seconds, age + r.duration_seconds);
       window_prompt += r.num_context_tokens;
       window_generation += r.num_generation_tokens;
       window_steps += 1;
@@ -51,6 +53,9 @@ json status_json(const ModelContext& model, const engine::EngineStats& stats,
     finished[reason] = it == stats.finished_by_reason.end() ? 0 : it->second;
   }
   const int used = count[int(cache::BlockState::Used)] + count[int(cache::BlockState::Shared)];
+  // NOTE: a rate over the time the recent steps span, so a generation that started 1 s ago is not
+  // diluted over the whole window; an idle engine's rates fall to 0 as its steps age out.
+  auto rate = [&](double amount) { return window_seconds > 0 ? amount / window_seconds : 0.0; };
   return {
       {"object", "server.status"},
       {"model", model.served_model_name},
@@ -68,10 +73,10 @@ json status_json(const ModelContext& model, const engine::EngineStats& stats,
         {"usage", total > 0 ? double(used) / total : 0.0},
         {"block_states", map}}},
       {"throughput",
-       {{"window_seconds", kStatusWindowSeconds},
-        {"prompt_tokens_per_second", window_prompt / kStatusWindowSeconds},
-        {"generation_tokens_per_second", window_generation / kStatusWindowSeconds},
-        {"steps_per_second", window_steps / kStatusWindowSeconds}}},
+       {{"window_seconds", window_seconds},
+        {"prompt_tokens_per_second", rate(window_prompt)},
+        {"generation_tokens_per_second", rate(window_generation)},
+        {"steps_per_second", rate(window_steps)}}},
       {"last_second", {{"steps", second_steps}, {"context_tokens", second_context}, {"generation_tokens", second_generation}}},
       {"counters",
        {{"steps", stats.num_steps},

@@ -25,7 +25,8 @@
 
 namespace inflight::server {
 
-// Rates are over the steps that finished in the last kStatusWindowSeconds.
+// Rates are over the steps that finished in the last kStatusWindowSeconds (of the engine's last
+// kStepLogCapacity), divided by the time from the oldest one's start to now.
 constexpr double kStatusWindowSeconds = 5.0;
 
 nlohmann::json status_json(const ModelContext& model, const engine::EngineStats& stats,

@@ -12,6 +12,7 @@ const state = {
   controller: null,    // AbortController of the stream in flight
   statusTimer: null,
   statusInFlight: false,
+  lastStatus: null,    // redrawn when the colour scheme changes
 };
 
 // ---- HTTP ---------------------------------------------------------------------------------------
@@ -408,6 +409,7 @@ async function pollStatus() {
     }
     const s = await res.json();
     showServerError('');
+    state.lastStatus = s;
     renderStatus(s);
     document.body.dataset.statusPolls = String(Number(document.body.dataset.statusPolls || 0) + 1);
   } catch (e) {
@@ -452,6 +454,13 @@ function init() {
     const chat = $('tab-chat').getAttribute('aria-selected') === 'true';
     const next = e.key === 'Home' ? 'chat' : e.key === 'End' ? 'server' : chat ? 'server' : 'chat';
     selectTab(next, true);
+  });
+  // The canvases take their colours from CSS variables: redraw them when the scheme flips.
+  matchMedia('(prefers-color-scheme: dark)').addEventListener('change', () => {
+    if (state.lastStatus) renderStatus(state.lastStatus);
+  });
+  window.addEventListener('resize', () => {
+    if (state.lastStatus && !$('view-server').hidden) renderStatus(state.lastStatus);
   });
   document.addEventListener('visibilitychange', () => {
     if ($('view-server').hidden || document.hidden) stopPolling();
