@@ -337,7 +337,7 @@ function drawStepChart(steps) {
   ctx.stroke();
   ctx.fillStyle = cssVar('--muted');
   ctx.font = '11px system-ui, sans-serif';
-  ctx.fillText(`max ${maxTokens} tokens · ${maxMs.toFixed(2)} ms`, 6, 14);
+  ctx.fillText(`max ${maxTokens} token${maxTokens === 1 ? '' : 's'} · ${maxMs.toFixed(2)} ms`, 6, 14);
 }
 
 function setText(id, value) {

@@ -152,19 +152,27 @@ TEST_SUITE("serve status") {
     CHECK(http_request(port, "POST", "/", "{}").status == 405);
   }
 
-  TEST_CASE("--no-webui: GET / is a 404 JSON error; the API and /v1/status stay") {
-    ServerProcess server({"--model", stories_gguf(), "--kv-cache-memory", "16M", "--no-webui"});
-    REQUIRE_MESSAGE(server.wait_ready(), server.log());
-    const uint16_t port = server.port();
-    for (const char* path : {"/", "/webui/app.js"}) {
-      CAPTURE(path);
-      const HttpResult r = http_request(port, "GET", path);
-      CHECK(r.status == 404);
-      CHECK(r.header("content-type") == "application/json");
-      check_error_envelope(json::parse(r.body));
+  TEST_CASE("--no-webui (or \"webui\": false): GET / is a 404 JSON error; the API and /v1/status stay") {
+    TempDir dir("webui-config");
+    const std::string config = (dir.path / "server.json").string();
+    std::ofstream(config) << R"({"webui": false})";
+    for (const std::vector<std::string>& off : {std::vector<std::string>{"--no-webui"}, {"--config", config}}) {
+      CAPTURE(off[0]);
+      std::vector<std::string> args = {"--model", stories_gguf(), "--kv-cache-memory", "16M"};
+      args.insert(args.end(), off.begin(), off.end());
+      ServerProcess server(args);
+      REQUIRE_MESSAGE(server.wait_ready(), server.log());
+      const uint16_t port = server.port();
+      for (const char* path : {"/", "/webui/app.js"}) {
+        CAPTURE(path);
+        const HttpResult r = http_request(port, "GET", path);
+        CHECK(r.status == 404);
+        CHECK(r.header("content-type") == "application/json");
+        check_error_envelope(json::parse(r.body));
+      }
+      CHECK(http_request(port, "GET", "/v1/status").status == 200);
+      CHECK(http_request(port, "GET", "/health").status == 200);
+      CHECK(server.log().find("web page:") == std::string::npos);
     }
-    CHECK(http_request(port, "GET", "/v1/status").status == 200);
-    CHECK(http_request(port, "GET", "/health").status == 200);
-    CHECK(server.log().find("web page:") == std::string::npos);
   }
 }
