@@ -182,6 +182,7 @@ async function send() {
 
   const li = addMessage(raw ? 'completion' : 'assistant', '');
   li.classList.add('streaming');
+  li.setAttribute('aria-busy', 'true');  // screen readers read the answer once, when it is complete
   const content = li.querySelector('.content');
   const stats = document.createElement('p');
   stats.className = 'stats';
@@ -237,6 +238,7 @@ async function send() {
     state.controller = null;
     setBusy(false);
     li.classList.remove('streaming');
+    li.removeAttribute('aria-busy');
   }
   if (failed && answer === '') {
     li.remove();

@@ -1,7 +1,7 @@
 // The built-in web page in a real browser (Debian's chromium via playwright-core) against `inflight serve`
 // on stories260K: a greedy chat answer streams and equals the API's; Stop cancels (the server's /metrics
 // count it); the server view shows blocks in use and generation steps during a long generation, and 0
-// after; API errors in words; with --api-key the page fails without the key and works with it; a
+// after; API errors (400, 401, 429, 503) in words; with --api-key the page fails without the key and works with it; a
 // screenshot of each view, light and dark, wide and narrow.
 // Usage: node webui_check.mjs <inflight binary> <stories260K.gguf> <screenshot dir> <chromium>
 import assert from 'node:assert/strict';
@@ -15,11 +15,11 @@ const [inflight, model, shots, chromiumPath] = process.argv.slice(2);
 const API_KEY = 'webui-test-key-58d2';
 const servers = [];
 
-// `inflight serve` on a free port; resolves once it is ready. A slow step (test hook) keeps long
-// generations long enough to press Stop and to watch them.
-function startServer(extraArgs) {
+// `inflight serve` on a free port; resolves once it is ready (or, with ready false, listening). A slow
+// step (test hook) keeps long generations long enough to press Stop and to watch them.
+function startServer(extraArgs, { env = {}, ready = true } = {}) {
   const args = ['serve', '--model', model, '--host', '127.0.0.1', '--port', '0', '--kv-cache-memory', '64M', ...extraArgs];
-  const proc = spawn(inflight, args, { env: { ...process.env, INFLIGHT_DEBUG_STEP_DELAY_MS: '8' } });
+  const proc = spawn(inflight, args, { env: { ...process.env, INFLIGHT_DEBUG_STEP_DELAY_MS: '8', ...env } });
   const server = { proc, log: '', port: 0 };
   servers.push(server);
   return new Promise((resolve, reject) => {
@@ -28,7 +28,7 @@ function startServer(extraArgs) {
       server.log += data.toString();
       const m = server.log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
       if (m) server.port = Number(m[1]);
-      if (server.port && server.log.includes('ready: serving')) {
+      if (server.port && !server.base && (!ready || server.log.includes('ready: serving'))) {
         clearTimeout(timer);
         server.base = `http://127.0.0.1:${server.port}`;
         resolve(server);
@@ -47,6 +47,7 @@ async function metrics(base) {
     cancelled: value(/^inflight_requests_total\{finish_reason="cancelled"\} (\S+)$/m),
     blocksUsed: value(/^inflight_kv_cache_blocks_used (\S+)$/m),
     running: value(/^inflight_num_requests_running (\S+)$/m),
+    waiting: value(/^inflight_num_requests_waiting (\S+)$/m),
   };
 }
 
@@ -89,7 +90,7 @@ async function sendMessage(page, text) {
 function watchPage(page, problems) {
   page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
   page.on('console', (m) => {
-    if (m.type() === 'error' && !/status of (400|401)/.test(m.text())) problems.push(`console error: ${m.text()}`);
+    if (m.type() === 'error' && !/status of (400|401|429|503)/.test(m.text())) problems.push(`console error: ${m.text()}`);
   });
 }
 
@@ -239,8 +240,41 @@ try {
   assert.equal(await keyPage.evaluate(() => sessionStorage.getItem('inflight-api-key')), API_KEY);
   console.log(`ok: --api-key: "${unauthorized}" without the key; chat and server view with it`);
 
+  // 7. 503 while the model loads and 429 when the queue is full, in words.
+  const slow = await startServer(['--max-num-seqs', '1', '--max-queue', '1'],
+                                 { env: { INFLIGHT_DEBUG_LOAD_DELAY_MS: '8000' }, ready: false });
+  const busyPage = await context.newPage();
+  watchPage(busyPage, problems);
+  await busyPage.goto(`${slow.base}/`);
+  await waitFor('the 503 in the model badge', async () =>
+    /^HTTP 503 Service unavailable: the model is loading/.test(await busyPage.locator('#model-badge').textContent()));
+  await setSettings(busyPage, { temperature: 0, topP: 1, maxTokens: 8 });
+  await busyPage.locator('#prompt').fill('Hello');
+  await busyPage.locator('#send').click();
+  await busyPage.locator('#chat-error').waitFor({ state: 'visible' });
+  const loading = await busyPage.locator('#chat-error').textContent();
+  assert.match(loading, /^HTTP 503 Service unavailable: the model is loading.*\(retry in 1 s\)$/);
+  await waitFor('the slow server to be ready', async () => slow.log.includes('ready: serving'), 30_000);
+  // One request running and one waiting fill --max-queue 1.
+  const hold = new AbortController();
+  const longRequest = () => fetch(`${slow.base}/v1/completions`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, signal: hold.signal,
+    body: JSON.stringify({ prompt: 'Once upon a time', max_tokens: 400, ignore_eos: true, stream: true }),
+  }).then((r) => r.arrayBuffer()).catch(() => {});
+  const held = [longRequest()];
+  await waitFor('one running request', async () => (await metrics(slow.base)).running === 1);
+  held.push(longRequest());
+  await waitFor('one waiting request', async () => (await metrics(slow.base)).waiting === 1);
+  await busyPage.locator('#send').click();
+  await waitFor('the 429 in words', async () => /^HTTP 429/.test(await busyPage.locator('#chat-error').textContent()));
+  const full = await busyPage.locator('#chat-error').textContent();
+  assert.match(full, /^HTTP 429 Too many requests: the waiting queue is full.*\(retry in 1 s\)$/);
+  hold.abort();
+  await Promise.all(held);
+  console.log(`ok: "${loading}" while loading; "${full}" with a full queue`);
+
   assert.deepEqual(problems, [], 'no script errors');
-  console.log(`webui: greedy chat, stop, errors, server view, narrow + keyboard, API key: ok (screenshots in ${shots})`);
+  console.log(`webui: greedy chat, stop, errors, server view, narrow + keyboard, API key, 503 and 429: ok (screenshots in ${shots})`);
 } catch (e) {
   failed = true;
   console.error(e);
