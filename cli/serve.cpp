@@ -239,6 +239,8 @@ void add_serve_command(CLI::App& app) {
                                                     "Model name clients use (default: the model's name)");
   add_flag_option<&ServerConfig::api_key>(cmd, *flags, "--api-key", v.api_key,
                                           "Require Authorization: Bearer <key> on /v1/* (default: none)");
+  CLI::Option* no_webui = cmd->add_flag("--no-webui", flags->no_webui, "Do not serve the built-in web page at GET /");
+  flags->overrides.emplace_back(no_webui, [](const ServerConfig&, ServerConfig& to) { to.webui = false; });
   add_flag_option<&ServerConfig::max_num_seqs>(cmd, *flags, "--max-num-seqs", v.max_num_seqs,
                                                "Sequences per engine step (default 64)");
   add_flag_option<&ServerConfig::max_num_batched_tokens>(cmd, *flags, "--max-num-batched-tokens",
@@ -266,8 +268,6 @@ void add_serve_command(CLI::App& app) {
                                             "trace, debug, info, warn, error, critical, off (default info)");
   add_flag_option<&ServerConfig::chat_template>(cmd, *flags, "--chat-template", v.chat_template,
                                                 "auto (the model's, else llama2), or " + server::chat_template_names());
-  CLI::Option* no_webui = cmd->add_flag("--no-webui", flags->no_webui, "Do not serve the built-in web page at GET /");
-  flags->overrides.emplace_back(no_webui, [](const ServerConfig&, ServerConfig& to) { to.webui = false; });
   cmd->callback([flags] { run_serve(*flags); });
 }
 

@@ -13,6 +13,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_PORT=--port
   INFLIGHT_SERVED_MODEL_NAME=--served-model-name
   INFLIGHT_API_KEY=--api-key
+  INFLIGHT_NO_WEBUI=--no-webui
   INFLIGHT_MAX_NUM_SEQS=--max-num-seqs
   INFLIGHT_MAX_NUM_BATCHED_TOKENS=--max-num-batched-tokens
   INFLIGHT_MAX_MODEL_LEN=--max-model-len
@@ -26,7 +27,6 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_MAX_QUEUE=--max-queue
   INFLIGHT_LOG_LEVEL=--log-level
   INFLIGHT_CHAT_TEMPLATE=--chat-template
-  INFLIGHT_NO_WEBUI=--no-webui
 )
 # Flags that take no value: the variable set to 1 or true gives the flag alone.
 readonly SWITCHES=" --no-webui "
