@@ -143,4 +143,14 @@ void BlockTable::release(BlockPool& pool) {
   blocks_.clear();
 }
 
+void BlockPool::block_states(std::vector<BlockState>* out) const {
+  out->resize(ref_counts_.size());
+  for (size_t b = 0; b < ref_counts_.size(); ++b) {
+    const int32_t refs = ref_counts_[b];
+    if (refs > 1) (*out)[b] = BlockState::Shared;
+    else if (refs == 1) (*out)[b] = BlockState::Used;
+    else (*out)[b] = has_hash_[b] ? BlockState::Cached : BlockState::Free;
+  }
+}
+
 }  // namespace inflight::cache

@@ -12,6 +12,14 @@
 
 namespace inflight::cache {
 
+// What a block holds, as the live server view shows it (one entry per block, BlockPool::block_states).
+enum class BlockState : uint8_t {
+  Free = 0,    // no owner, no cached prefix
+  Used = 1,    // one owner
+  Cached = 2,  // no owner, but it holds a cached prompt prefix a new sequence can take back
+  Shared = 3,  // several owners: n > 1 samples, beams, or sequences sharing a cached prefix
+};
+
 // Hash of a full block: chains the parent block's hash with this block's token ids.
 uint64_t hash_block(uint64_t parent_hash, std::span<const int32_t> tokens);
 
@@ -30,6 +38,9 @@ class BlockPool {
   void retain(int32_t block);   // one more owner (a cached free block is taken off the free queue)
   void release(int32_t block);  // one owner fewer; back to the free queue at zero
   int ref_count(int32_t block) const { return ref_counts_[size_t(block)]; }
+
+  // The state of every block into `out` ([num_blocks]); O(num_blocks), for a snapshot, not the hot path.
+  void block_states(std::vector<BlockState>* out) const;
 
   // Prefix cache. A block is registered once its `block_size` tokens are all computed.
   void cache_block(int32_t block, uint64_t hash, std::span<const int32_t> tokens);

@@ -39,6 +39,7 @@ using server::ServerConfig;
 struct ServeFlags {
   std::string config_path;
   ServerConfig values;  // flag values; only the flags given override the config file
+  bool no_webui = false;
   std::vector<std::pair<CLI::Option*, void (*)(const ServerConfig&, ServerConfig&)>> overrides;
 };
 
@@ -119,6 +120,8 @@ void load(const ServerConfig& config, ServedModel* served) {
   engine_config.max_model_len = max_model_len;
   engine_config.max_queue = config.max_queue;
   engine_config.enable_prefix_caching = config.enable_prefix_caching;
+  // NOTE: a test hook: slows every step, so that tests can stop a stream or watch /v1/status mid-generation.
+  if (const char* delay = std::getenv("INFLIGHT_DEBUG_STEP_DELAY_MS")) engine_config.debug_step_delay_ms = std::atoi(delay);
   served->engine = std::make_unique<engine::Engine>(*served->model, served->loaded->tokenizer, *served->kv, engine_config);
   served->chat_template = std::make_unique<server::ChatTemplate>(
       choose_chat_template(config, served->loaded->chat_template), served->loaded->tokenizer);
@@ -132,6 +135,9 @@ void load(const ServerConfig& config, ServedModel* served) {
   ctx.max_model_len = served->engine->max_model_len();
   ctx.vocab_size = c.vocab_size;
   ctx.created = int64_t(std::time(nullptr));
+  ctx.kv_cache_dtype = kernels::kv_dtype_name(dtype);
+  ctx.kv_block_size = kv_config.block_size;
+  ctx.device = "cpu";
 }
 
 // Polls `done` every 10 ms until it holds or `seconds` pass.
@@ -191,6 +197,7 @@ void run_serve(ServeFlags& flags) {
   }
   state.publish_model(&served.context);
   spdlog::info("ready: serving `{}` on http://{}:{}", served.context.served_model_name, config.host, port);
+  if (config.webui) spdlog::info("web page: http://{}:{}/", config.host, port);
 
   const int signo = stopped.get();
   spdlog::info("received {}: no new connections; ending in-flight requests", signo == SIGINT ? "SIGINT" : "SIGTERM");
@@ -232,6 +239,8 @@ void add_serve_command(CLI::App& app) {
                                                     "Model name clients use (default: the model's name)");
   add_flag_option<&ServerConfig::api_key>(cmd, *flags, "--api-key", v.api_key,
                                           "Require Authorization: Bearer <key> on /v1/* (default: none)");
+  CLI::Option* no_webui = cmd->add_flag("--no-webui", flags->no_webui, "Do not serve the built-in web page at GET /");
+  flags->overrides.emplace_back(no_webui, [](const ServerConfig&, ServerConfig& to) { to.webui = false; });
   add_flag_option<&ServerConfig::max_num_seqs>(cmd, *flags, "--max-num-seqs", v.max_num_seqs,
                                                "Sequences per engine step (default 64)");
   add_flag_option<&ServerConfig::max_num_batched_tokens>(cmd, *flags, "--max-num-batched-tokens",

@@ -13,6 +13,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_PORT=--port
   INFLIGHT_SERVED_MODEL_NAME=--served-model-name
   INFLIGHT_API_KEY=--api-key
+  INFLIGHT_NO_WEBUI=--no-webui
   INFLIGHT_MAX_NUM_SEQS=--max-num-seqs
   INFLIGHT_MAX_NUM_BATCHED_TOKENS=--max-num-batched-tokens
   INFLIGHT_MAX_MODEL_LEN=--max-model-len
@@ -27,6 +28,8 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_LOG_LEVEL=--log-level
   INFLIGHT_CHAT_TEMPLATE=--chat-template
 )
+# Flags that take no value: the variable set to 1 or true gives the flag alone.
+readonly SWITCHES=" --no-webui "
 INFLIGHT_BIN="${INFLIGHT_BIN:-inflight}"
 
 case "${1:-}" in
@@ -38,7 +41,12 @@ args=()
 for pair in "${FLAG_OF_VARIABLE[@]}"; do
   variable="${pair%%=*}"
   if [ -n "${!variable:-}" ]; then
-    args+=("${pair#*=}" "${!variable}")
+    flag="${pair#*=}"
+    if [[ "$SWITCHES" == *" $flag "* ]]; then
+      case "${!variable}" in 1 | true) args+=("$flag") ;; esac
+    else
+      args+=("$flag" "${!variable}")
+    fi
   fi
 done
 exec "$INFLIGHT_BIN" serve "${args[@]}" "$@"

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -60,6 +61,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, Eng
   if (config_.max_model_len <= 0 || config_.max_model_len > model.config().max_seq_len)
     config_.max_model_len = model.config().max_seq_len;
   stats_.kv_blocks_total = kv.config().num_blocks;
+  block_states_.assign(size_t(kv.config().num_blocks), cache::BlockState::Free);
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -149,6 +151,11 @@ EngineStats Engine::stats() const {
   return stats_;
 }
 
+std::vector<cache::BlockState> Engine::block_states() const {
+  std::lock_guard<std::mutex> lock(block_states_mu_);
+  return block_states_;
+}
+
 void Engine::reset_peak() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.kv_blocks_peak = 0;
@@ -173,6 +180,7 @@ void Engine::loop() {
         for (auto& s : r->seqs) scheduler_.remove(s.get());
         requests_.erase(r->id);
       }
+      publish_block_states(/*force=*/true);
     }
   }
   // Shutdown: every request still here ends as cancelled.
@@ -209,13 +217,17 @@ void Engine::admit_and_cancel() {
 }
 
 void Engine::step() {
+  const auto started = std::chrono::steady_clock::now();
   admit_and_cancel();
   SchedulerOutput out;
   if (!scheduler_.schedule(&out)) {
     // Nothing to run, e.g. the last request was just cancelled: its blocks are free now, and the gauges
     // say so within this step.
-    std::lock_guard<std::mutex> lock(mu_);
-    publish_gauges();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      publish_gauges();
+    }
+    publish_block_states(/*force=*/true);
     return;
   }
   {
@@ -240,13 +252,43 @@ void Engine::step() {
   scheduler_.on_step_done(out);
   process_outputs(out);
 
-  std::lock_guard<std::mutex> lock(mu_);
-  stats_.num_steps++;
-  stats_.prompt_tokens += prompt_tokens;
-  publish_gauges();
-  stats_.num_preemptions = scheduler_.counters().preemptions;
-  stats_.prefix_query_tokens = scheduler_.counters().prefix_query_tokens;
-  stats_.prefix_hit_tokens = scheduler_.counters().prefix_hit_tokens;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.num_steps++;
+    stats_.prompt_tokens += prompt_tokens;
+    publish_gauges();
+    stats_.num_preemptions = scheduler_.counters().preemptions;
+    stats_.prefix_query_tokens = scheduler_.counters().prefix_query_tokens;
+    stats_.prefix_hit_tokens = scheduler_.counters().prefix_hit_tokens;
+  }
+  record_step(out, started);
+  publish_block_states(/*force=*/requests_.empty());
+  if (config_.debug_step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(config_.debug_step_delay_ms));
+}
+
+void Engine::record_step(const SchedulerOutput& out, std::chrono::steady_clock::time_point started) {
+  const ScheduledBatch& b = out.batch;
+  StepRecord r;
+  r.finished_at = std::chrono::steady_clock::now();
+  r.step = stats_.num_steps;  // written by this thread only
+  r.num_context_seqs = b.num_context_seqs;
+  r.num_generation_seqs = b.num_seqs() - b.num_context_seqs;
+  r.num_context_tokens = b.q_start[size_t(b.num_context_seqs)];  // context sequences come first
+  r.num_generation_tokens = b.num_tokens() - r.num_context_tokens;
+  r.num_kv_blocks_used = kv_.pool().num_used();
+  r.duration_seconds = std::chrono::duration<double>(r.finished_at - started).count();
+  step_log_.record(r);
+}
+
+void Engine::publish_block_states(bool force) {
+  // NOTE: O(num_blocks) bytes, so at most every 100 ms while busy; always when going idle, so a view
+  // of an idle engine is exact.
+  const auto now = std::chrono::steady_clock::now();
+  if (!force && now - block_states_at_ < std::chrono::milliseconds(100)) return;
+  block_states_at_ = now;
+  kv_.pool().block_states(&block_states_next_);
+  std::lock_guard<std::mutex> lock(block_states_mu_);
+  block_states_.swap(block_states_next_);
 }
 
 void Engine::publish_gauges() {

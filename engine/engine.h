@@ -15,6 +15,7 @@
 #include "engine/model.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_log.h"
 #include "engine/tokenizer.h"
 
 namespace inflight::engine {
@@ -25,6 +26,7 @@ struct EngineConfig {
   int max_model_len = 0;  // prompt + generated tokens per sequence; 0: the model's context length
   int max_queue = 1024;   // requests waiting to start; beyond it submit() throws QueueFullError
   bool enable_prefix_caching = true;
+  int debug_step_delay_ms = 0;  // a test hook: the engine thread sleeps this long after every step
 };
 
 // The waiting queue is full: try again later (HTTP 429/503 with Retry-After).
@@ -68,6 +70,12 @@ class Engine {
 
   EngineStats stats() const;
   void reset_peak();
+  // The most recent steps, oldest first (at most kStepLogCapacity); copied, never waits on a step.
+  std::vector<StepRecord> recent_steps() const { return step_log_.recent(); }
+  // Every KV block's state ([num_blocks]) as of the last step, refreshed at most every 100 ms while
+  // requests run and after the step that leaves the engine idle.
+  std::vector<cache::BlockState> block_states() const;
+  static constexpr size_t kStepLogCapacity = 256;
   bool alive() const { return alive_.load(); }
   const EngineConfig& config() const { return config_; }
   int max_model_len() const { return config_.max_model_len; }
@@ -84,6 +92,8 @@ class Engine {
   void finish_request(RequestState* r, FinishReason reason);
   void emit(RequestState* r, Event ev);
   void publish_gauges();  // running / waiting / KV blocks into stats_; mu_ held
+  void record_step(const SchedulerOutput& out, std::chrono::steady_clock::time_point started);
+  void publish_block_states(bool force);
 
   Model& model_;
   const Tokenizer& tokenizer_;
@@ -106,6 +116,14 @@ class Engine {
   bool stopping_ = false;
   EngineStats stats_;   // snapshot refreshed after every step
   std::atomic<bool> alive_{true};
+
+  // The live view: written by the engine thread, copied by readers.
+  StepLog step_log_{kStepLogCapacity};
+  mutable std::mutex block_states_mu_;
+  std::vector<cache::BlockState> block_states_;         // [num_blocks] the published snapshot
+  std::vector<cache::BlockState> block_states_next_;    // [num_blocks] engine thread only
+  std::chrono::steady_clock::time_point block_states_at_{};
+
   std::thread thread_;
 };
 

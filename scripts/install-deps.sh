@@ -12,8 +12,9 @@ packages=(
   libbenchmark-dev                    # bench/ micro-benchmarks
   python3                             # test helpers
   docker-compose                      # tests validate docker/docker-compose.yml (`docker-compose config`, no engine)
+  chromium                            # the web page test drives it with playwright-core (ctest webui)
 )
-# Node.js and npm run the official OpenAI client against the server (ctest openai_client). A node already on
+# Node.js and npm run the official OpenAI client (ctest openai_client) and playwright-core (ctest webui). A node already on
 # the PATH (NodeSource's bundles npm) is kept: Debian's npm package would conflict with it.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   packages+=(nodejs npm)

@@ -8,6 +8,8 @@
 #include "server/api_error.h"
 #include "server/completion_job.h"
 #include "server/completions.h"
+#include "server/status.h"
+#include "server/webui.h"
 
 namespace inflight::server {
 
@@ -37,10 +39,13 @@ struct Route {
   http::verb method;
   bool prefix;  // /v1/models/{name}
 };
-constexpr Route kRoutes[] = {{"/health", http::verb::get, false},
+constexpr Route kRoutes[] = {{"/", http::verb::get, false},
+                             {"/webui/", http::verb::get, true},
+                             {"/health", http::verb::get, false},
                              {"/metrics", http::verb::get, false},
                              {"/v1/models", http::verb::get, false},
                              {"/v1/models/", http::verb::get, true},
+                             {"/v1/status", http::verb::get, false},
                              {"/v1/completions", http::verb::post, false},
                              {"/v1/chat/completions", http::verb::post, false}};
 
@@ -85,6 +90,7 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
     if (request.method() == r.method) found = &r;
   }
   const int retry_after = state_.config().retry_after_seconds;
+  if (!state_.config().webui && (path == "/" || path.rfind("/webui/", 0) == 0)) path_known = false;
   if (!path_known)
     return json_response(404, error_json("invalid_request_error", "no route " + std::string(path), {}, "not_found"), retry_after);
   if (found == nullptr) {
@@ -96,6 +102,7 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
     return res;
   }
   const std::string_view route = found->path;
+  if (route == "/" || route == "/webui/") return web_page(path);
   if (route == "/health") return health();
   if (route == "/metrics") return metrics();
   if (!authorized(request)) {
@@ -107,6 +114,7 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
   }
   if (route == "/v1/models") return models({});
   if (route == "/v1/models/") return models(std::string(path.substr(route.size())));
+  if (route == "/v1/status") return status();
 
   const ModelContext& model = require_model();
   const json body = parse_body(request);
@@ -161,6 +169,31 @@ HttpResponse Router::models(const std::string& name) const {
     return json_response(404, error_json("invalid_request_error", "The model `" + name + "` does not exist", "model", "model_not_found"),
                          retry_after);
   return json_response(200, card, retry_after);
+}
+
+HttpResponse Router::web_page(std::string_view path) const {
+  const WebAsset* asset = find_web_asset(path);
+  if (asset == nullptr)
+    return json_response(404, error_json("invalid_request_error", "no route " + std::string(path), {}, "not_found"),
+                         state_.config().retry_after_seconds);
+  HttpResponse res{http::status::ok, 11};
+  res.set(http::field::content_type, std::string(web_content_type(asset->name)));
+  res.set(http::field::cache_control, "no-cache");
+  res.set("X-Content-Type-Options", "nosniff");
+  // Everything the page loads and calls is on this server: no CDN, no inline script.
+  res.set("Content-Security-Policy",
+          "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; frame-ancestors 'none'");
+  res.body() = std::string(asset->body);
+  return res;
+}
+
+HttpResponse Router::status() const {
+  const ModelContext& model = require_model();
+  const engine::EngineStats stats = model.engine->stats();
+  const std::vector<engine::StepRecord> steps = model.engine->recent_steps();
+  const std::vector<cache::BlockState> blocks = model.engine->block_states();
+  return json_response(200, status_json(model, stats, steps, blocks, std::chrono::steady_clock::now()),
+                       state_.config().retry_after_seconds);
 }
 
 HttpResponse Router::metrics() const {

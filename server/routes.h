@@ -2,9 +2,11 @@
 // every handler runs inside: std::invalid_argument becomes a 400 JSON error, ApiError its own status,
 // engine::QueueFullError 429, anything else 500.
 //
+//   GET  /                       the web page (index.html; GET /webui/<file> its other files); 404 with --no-webui
 //   GET  /health                 200 ready; 503 while the model loads or if the engine thread died
 //   GET  /metrics                Prometheus text
 //   GET  /v1/models              the served model (also GET /v1/models/{name})
+//   GET  /v1/status              the live engine state (see status.h)
 //   POST /v1/completions         see completions.h
 //   POST /v1/chat/completions
 #pragma once
@@ -35,6 +37,8 @@ class Router {
   HttpResponse health() const;
   HttpResponse models(const std::string& name) const;
   HttpResponse metrics() const;
+  HttpResponse status() const;
+  HttpResponse web_page(std::string_view path) const;
 
   ServerState& state_;
 };

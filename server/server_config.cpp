@@ -38,6 +38,7 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("kv_cache_memory", c.kv_cache_memory);
   fn("kv_block_size", c.kv_block_size);
   fn("enable_prefix_caching", c.enable_prefix_caching);
+  fn("webui", c.webui);
   fn("threads", c.threads);
   fn("http_threads", c.http_threads);
   fn("log_level", c.log_level);

@@ -24,6 +24,7 @@ struct ServerConfig {
   std::string kv_cache_memory = "20%"; // bytes ("512M", "2G", "1073741824") or a share of physical RAM ("20%")
   int kv_block_size = 16;              // tokens per KV block, a power of two
   bool enable_prefix_caching = true;
+  bool webui = true;                   // GET / serves the built-in web page (--no-webui: 404)
   int threads = 0;                     // compute threads; 0: all cores
   int http_threads = 2;                // Asio threads serving HTTP
   std::string log_level = "info";      // trace, debug, info, warn, error, critical, off

@@ -25,6 +25,9 @@ struct ModelContext {
   int max_model_len = 0;           // prompt + generated tokens per sequence
   int vocab_size = 0;
   int64_t created = 0;             // unix seconds of the load, for /v1/models
+  std::string kv_cache_dtype;      // its canonical name, e.g. "f16", for /v1/status
+  int kv_block_size = 0;           // tokens per KV block
+  std::string device = "cpu";      // where the forward pass runs
 };
 
 class ServerState {

@@ -50,6 +50,39 @@ TEST_SUITE("block_pool") {
     CHECK(pool.num_free() == 8);
   }
 
+  TEST_CASE("block states: free, used, shared by forks, cached prefix after release, free again once evicted") {
+    using S = BlockState;
+    BlockPool pool(4);
+    std::vector<BlockState> states;
+    pool.block_states(&states);
+    CHECK(states == std::vector<S>{S::Free, S::Free, S::Free, S::Free});
+
+    BlockTable prompt(2);
+    REQUIRE(prompt.reserve(pool, 3));  // blocks 0 and 1
+    const std::vector<int32_t> tokens = {7, 8};
+    pool.cache_block(0, hash_block(0, tokens), tokens);  // block 0 holds a full prompt block
+    BlockTable sample = prompt.fork(pool);
+    pool.block_states(&states);
+    CHECK(states == std::vector<S>{S::Shared, S::Shared, S::Free, S::Free});
+
+    sample.release(pool);
+    pool.block_states(&states);
+    CHECK(states == std::vector<S>{S::Used, S::Used, S::Free, S::Free});
+
+    prompt.release(pool);  // block 0 stays findable by its hash; block 1 was never cached
+    pool.block_states(&states);
+    CHECK(states == std::vector<S>{S::Cached, S::Free, S::Free, S::Free});
+    CHECK(pool.num_used() == 0);
+
+    std::vector<int32_t> got;
+    REQUIRE(pool.allocate(4, &got));  // the last block handed out evicts the cached one
+    pool.block_states(&states);
+    CHECK(states == std::vector<S>{S::Used, S::Used, S::Used, S::Used});
+    for (int32_t b : got) pool.release(b);
+    pool.block_states(&states);
+    CHECK(states == std::vector<S>{S::Free, S::Free, S::Free, S::Free});
+  }
+
   TEST_CASE("kv cache sizes its storage per layer, block, head and dtype") {
     KvCacheConfig c{3, 2, 8, 16, 10, inflight::kernels::KvDType::F16};
     KvCache kv(c);

@@ -26,6 +26,10 @@ TEST_SUITE("server config") {
     server::apply_json({{"port", 9000}, {"api_key", "k"}}, "f.json", &c);
     CHECK(c.port == 9000);
     CHECK(c.api_key == "k");
+    CHECK(c.webui);
+    server::apply_json({{"webui", false}}, "f.json", &c);
+    CHECK_FALSE(c.webui);
+    CHECK_THROWS_WITH_AS(server::apply_json({{"webui", "off"}}, "f.json", &c), doctest::Contains("\"webui\""), std::invalid_argument);
     c.kv_block_size = 12;
     CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("kv_block_size"), std::invalid_argument);
     c = {};

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# ctest `webui`: the built-in web page in a real browser (Debian's chromium, driven by the npm package
+# playwright-core) against `inflight serve` on stories260K: webui_check.mjs starts the servers itself.
+# node_modules is cached in <work dir> (under the build folder); screenshots go to <work dir>/screenshots.
+# Exit 77 (ctest: skipped) when node, npm or chromium is missing, or the npm registry cannot be reached.
+# Usage: run_webui_test.sh <inflight binary> <stories260K.gguf> <work dir>
+set -euo pipefail
+inflight="$1"
+model="$2"
+work="$3"
+if [ -n "${INFLIGHT_SHARED_DIR:-}" ]; then model="$INFLIGHT_SHARED_DIR/models/stories260K/stories260K.gguf"; fi
+here="$(cd "$(dirname "$0")" && pwd)"
+chromium="${INFLIGHT_CHROMIUM:-/usr/bin/chromium}"
+
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+  echo "SKIPPED: node and npm are needed for the web page test (scripts/install-deps.sh installs them)"
+  exit 77
+fi
+if [ ! -x "$chromium" ]; then
+  echo "SKIPPED: no chromium at $chromium for the web page test (scripts/install-deps.sh installs Debian's chromium)"
+  exit 77
+fi
+mkdir -p "$work"
+if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -d "$work/node_modules/playwright-core" ]; then
+  cp "$here/package.json" "$work/package.json"
+  # playwright-core downloads no browser; the test drives the system's chromium.
+  if ! (cd "$work" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error); then
+    echo "SKIPPED: npm install failed (is the npm registry reachable?)"
+    exit 77
+  fi
+fi
+cp "$here/webui_check.mjs" "$work/"
+rm -rf "$work/screenshots"
+mkdir -p "$work/screenshots"
+cd "$work"
+exec node webui_check.mjs "$inflight" "$model" "$work/screenshots" "$chromium"
