@@ -1,0 +1,89 @@
+// `inflight render-template`: renders a chat template (a built-in's name or a Jinja file) with contexts
+// from JSON, with the same Jinja engine `inflight serve` uses. For checking a template by hand and for
+// the cross-check against @huggingface/jinja (tests/chat_templates/).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "server/chat_template.h"
+#include "server/jinja/template.h"
+
+namespace inflight::cli {
+
+namespace {
+
+struct RenderTemplateFlags {
+  std::string template_name;
+  std::string contexts;  // a JSON file; empty: stdin
+  bool print_source = false;
+};
+
+std::string read_all(std::istream& in) { return std::string(std::istreambuf_iterator<char>(in), {}); }
+
+void run_render_template(const RenderTemplateFlags& f) {
+  std::string source;
+  if (const std::string* builtin = server::builtin_chat_template(f.template_name)) {
+    source = *builtin;
+  } else {
+    std::ifstream in(f.template_name, std::ios::binary);
+    if (!in) throw std::invalid_argument("--template: '" + f.template_name + "' is neither a built-in (" +
+                                         server::chat_template_names() + ") nor a readable file");
+    source = read_all(in);
+  }
+  if (f.print_source) {
+    std::fwrite(source.data(), 1, source.size(), stdout);
+    return;
+  }
+  const server::jinja::Template tmpl(source);  // a syntax error ends the command with its message
+
+  std::string text;
+  if (f.contexts.empty()) {
+    text = read_all(std::cin);
+  } else {
+    std::ifstream in(f.contexts, std::ios::binary);
+    if (!in) throw std::invalid_argument("--contexts: cannot read '" + f.contexts + "'");
+    text = read_all(in);
+  }
+  const std::string where = f.contexts.empty() ? "standard input" : f.contexts;
+  const nlohmann::ordered_json contexts = nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (contexts.is_discarded()) throw std::invalid_argument(where + ": not valid JSON");
+  if (contexts.is_object()) {
+    const std::string out = tmpl.render(server::jinja::from_json(contexts));
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return;
+  }
+  if (!contexts.is_array()) throw std::invalid_argument(where + ": expected a context object or a list of them");
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  for (const nlohmann::ordered_json& context : contexts) {
+    if (!context.is_object()) throw std::invalid_argument(where + ": every context must be an object");
+    try {
+      results.push_back({{"text", tmpl.render(server::jinja::from_json(context))}});
+    } catch (const server::jinja::Error& e) {
+      results.push_back({{e.kind() == server::jinja::Error::Kind::Raised ? "raised" : "error", e.what()}});
+    }
+  }
+  std::cout << results.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
+}
+
+}  // namespace
+
+void add_render_template_command(CLI::App& app) {
+  auto flags = std::make_shared<RenderTemplateFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "render-template", "Render a chat template with JSON contexts (messages, add_generation_prompt, bos_token, ...)");
+  cmd->add_option("--template", flags->template_name, "a built-in (" + server::chat_template_names() + ") or a Jinja file")
+      ->required();
+  cmd->add_option("--contexts", flags->contexts,
+                  "JSON file: one context object (prints the text) or a list of them (prints a JSON list of "
+                  "{text} / {raised} / {error}); default: standard input");
+  cmd->add_flag("--print-source", flags->print_source, "print the template's source and exit");
+  cmd->callback([flags] { run_render_template(*flags); });
+}
+
+}  // namespace inflight::cli
