@@ -74,16 +74,15 @@ class Parser {
 
   // Statements until one of `ends` (a block tag whose first name is in it); `*end` gets that name and the
   // parser stands on it. At the top level (no ends) the end of the template closes the body.
-  Body parse_body(std::initializer_list<std::string_view> ends, std::string* end) {
+  Body parse_body(std::initializer_list<std::string_view> ends, std::string* end, int opened_line = 0) {
     Body body;
-    const int start_line = cur().line;
     while (true) {
       const Token& t = cur();
       switch (t.kind) {
         case TokenKind::End:
           if (ends.size() == 0) return body;
           fail("unexpected end of template, expected '" + std::string(*(ends.end() - 1)) + "' (the block opened on line " +
-                   std::to_string(start_line) + ")");
+                   std::to_string(opened_line) + ")");
         case TokenKind::Text: {
           auto s = std::make_unique<Stmt>(Stmt::Kind::Text, t.line);
           s->text = t.text;
@@ -161,14 +160,14 @@ class Parser {
       s->conditions.push_back(parse_tuple(true));
       expect(TokenKind::BlockEnd, "'%}'");
       std::string end;
-      s->bodies.push_back(parse_body({"elif", "else", "endif"}, &end));
+      s->bodies.push_back(parse_body({"elif", "else", "endif"}, &end, line));
       if (end == "elif") {
         advance();
         continue;
       }
       if (end == "else") {
         close_tag();
-        s->else_body = parse_body({"endif"}, &end);
+        s->else_body = parse_body({"endif"}, &end, line);
       }
       close_tag();
       return s;
@@ -194,10 +193,10 @@ class Parser {
     if (skip_name("recursive")) fail("recursive for loops are not supported", line);
     expect(TokenKind::BlockEnd, "'%}'");
     std::string end;
-    s->body = parse_body({"else", "endfor"}, &end);
+    s->body = parse_body({"else", "endfor"}, &end, line);
     if (end == "else") {
       close_tag();
-      s->else_body = parse_body({"endfor"}, &end);
+      s->else_body = parse_body({"endfor"}, &end, line);
     }
     close_tag();
     return s;
@@ -229,7 +228,7 @@ class Parser {
     if (is_op("|")) s->expr = parse_filter_chain(nullptr);
     expect(TokenKind::BlockEnd, "'%}'");
     std::string end;
-    s->body = parse_body({"endset"}, &end);
+    s->body = parse_body({"endset"}, &end, line);
     close_tag();
     return s;
   }
@@ -254,7 +253,7 @@ class Parser {
     s->params = parse_params();
     expect(TokenKind::BlockEnd, "'%}'");
     std::string end;
-    s->body = parse_body({"endmacro"}, &end);
+    s->body = parse_body({"endmacro"}, &end, line);
     close_tag();
     return s;
   }
@@ -266,7 +265,7 @@ class Parser {
     if (s->expr->kind != Expr::Kind::Call) fail("a call block needs a call, e.g. {% call my_macro() %}", line);
     expect(TokenKind::BlockEnd, "'%}'");
     std::string end;
-    s->body = parse_body({"endcall"}, &end);
+    s->body = parse_body({"endcall"}, &end, line);
     close_tag();
     return s;
   }
@@ -276,7 +275,7 @@ class Parser {
     s->expr = parse_filter_chain(nullptr, /*leading_pipe=*/false);
     expect(TokenKind::BlockEnd, "'%}'");
     std::string end;
-    s->body = parse_body({"endfilter"}, &end);
+    s->body = parse_body({"endfilter"}, &end, line);
     close_tag();
     return s;
   }
