@@ -85,10 +85,10 @@ Value map(const Value& v, const Args& a) {
     if (k == "attribute") attribute = &val;
   const Array items = sequence(v, "map");
   if (attribute != nullptr) {
-    if (!attribute->is_string()) throw_render_error("map: attribute must be a string");
+    if (!attribute->is_string() && !attribute->is_int()) throw_render_error("map: attribute must be a string or an index");
     const Value dflt = opt(Args{{}, a.keyword}, 99, "default");
     for (const Value& item : items) {
-      Value x = attribute_of(item, attribute->as_string());
+      Value x = attribute->is_int() ? get_item(item, *attribute) : attribute_of(item, attribute->as_string());
       out.push_back(x.is_undefined() && !dflt.is_undefined() ? dflt : x);
     }
     return Value(std::move(out));

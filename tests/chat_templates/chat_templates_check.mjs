@@ -25,6 +25,12 @@ for (const name of Object.keys(pkg.dependencies).filter((d) => d.startsWith("@le
   else if (Array.isArray(t)) for (const e of t) templates.push({ name: `${name} (${e.name})`, source: e.template, ...base });
   else console.log(`${name}: its tokenizer_config.json has no chat_template`);
 }
+// Templates written for this check, using more of Jinja than the real ones (macros, call and filter blocks,
+// loop variables, slicing, tojson with indent, the filters and tests).
+const extra = new URL("./extra/", import.meta.url);
+for (const file of fs.readdirSync(extra).filter((f) => f.endsWith(".jinja")).sort()) {
+  templates.push({ name: `extra/${file}`, source: fs.readFileSync(new URL(file, extra), "utf8"), bos: "<s>", eos: "</s>" });
+}
 for (const builtin of ["llama2", "mistral", "chatml", "zephyr", "llama3", "phi3", "gemma"]) {
   const source = execFileSync(inflight, ["render-template", "--template", builtin, "--print-source"], { encoding: "utf8" });
   templates.push({ name: `built-in ${builtin}`, source, bos: "<s>", eos: "</s>" });

@@ -22,4 +22,5 @@ if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -d "$work/node_modu
   fi
 fi
 cp "$here/chat_templates_check.mjs" "$work/"
+rm -rf "$work/extra" && cp -r "$here/extra" "$work/extra"
 cd "$work" && node chat_templates_check.mjs "$inflight" "$work/scratch"
