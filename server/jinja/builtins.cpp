@@ -156,7 +156,6 @@ Value string_method(const std::string& s, const std::string& name) {
 }
 
 Value dict_method(const Value& self, const std::string& name) {
-  Object& o = self.as_object();
   if (name == "get")
     return bound([self](const Args& a) {
       const Value& key = arg(a, 0, "key", "get");
@@ -197,7 +196,6 @@ Value dict_method(const Value& self, const std::string& name) {
       throw_render_error("KeyError: '" + key + "'");
     });
   if (name == "copy") return bound([self](const Args&) { return Value(Object(self.as_object())); });
-  (void)o;
   return Value::undefined(name);
 }
 

@@ -86,7 +86,7 @@ Value map(const Value& v, const Args& a) {
   const Array items = sequence(v, "map");
   if (attribute != nullptr) {
     if (!attribute->is_string() && !attribute->is_int()) throw_render_error("map: attribute must be a string or an index");
-    const Value dflt = opt(Args{{}, a.keyword}, 99, "default");
+    const Value dflt = a.named("default") ? *a.named("default") : Value::undefined();
     for (const Value& item : items) {
       Value x = attribute->is_int() ? get_item(item, *attribute) : attribute_of(item, attribute->as_string());
       out.push_back(x.is_undefined() && !dflt.is_undefined() ? dflt : x);
@@ -204,7 +204,7 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
   }
   if (name == "tojson") {
     const Value indent = opt(a, 0, "indent");
-    return Value(to_json(v, indent.is_int() ? int(indent.as_int()) : -1, flag(a, 99, "sort_keys", false)));
+    return Value(to_json(v, indent.is_int() ? int(indent.as_int()) : -1, a.named("sort_keys") && a.named("sort_keys")->truthy()));
   }
   if (name == "default" || name == "d") {
     const bool boolean = flag(a, 1, "boolean", false);

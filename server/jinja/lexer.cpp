@@ -147,9 +147,15 @@ class Lexer {
     }
   }
 
-  // Expression tokens up to the tag's close ("}}" or "%}"); returns whether the close had a '-'.
+  // Expression tokens up to the tag's close ("}}" or "%}"); returns whether the close had a '-'. A tag
+  // holds at most kMaxTagTokens: an expression tree is never deeper than its tokens, and rendering
+  // recurses along it.
   bool lex_tag(char close_char, size_t open) {
+    constexpr size_t kMaxTagTokens = 2048;
+    const size_t first = tokens_.size();
     while (true) {
+      if (tokens_.size() - first > kMaxTagTokens)
+        syntax_error(line_at(open), "a tag longer than " + std::to_string(kMaxTagTokens) + " tokens");
       while (pos_ < src_.size() && is_space(src_[pos_])) ++pos_;
       if (pos_ >= src_.size()) syntax_error(line_at(open), std::string("unclosed tag (missing '") + close_char + "}')");
       const char c = src_[pos_];

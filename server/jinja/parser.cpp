@@ -34,6 +34,17 @@ class Parser {
  private:
   const std::vector<Token>& t_;
   size_t i_ = 0;
+  int depth_ = 0;  // nesting of blocks and expressions being parsed
+
+  // Bounds the recursion (and the interpreter's, which follows the tree): a template nested deeper than
+  // any real one is refused instead of overflowing the stack.
+  struct DepthGuard {
+    Parser* p;
+    explicit DepthGuard(Parser* parser) : p(parser) {
+      if (++p->depth_ > 128) p->fail("blocks or expressions nest too deeply (more than 128 levels)");
+    }
+    ~DepthGuard() { --p->depth_; }
+  };
 
   const Token& cur() const { return t_[i_]; }
   const Token& peek(size_t n = 1) const { return t_[std::min(i_ + n, t_.size() - 1)]; }
@@ -122,6 +133,7 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    const DepthGuard guard(this);
     const int line = cur().line;
     const std::string tag = expect_identifier();
     if (tag == "if") return parse_if(line);
@@ -297,6 +309,7 @@ class Parser {
   }
 
   ExprPtr parse_expression(bool condexpr) {
+    const DepthGuard guard(this);
     ExprPtr e = parse_or();
     if (!condexpr) return e;
     while (is_name("if")) {
@@ -340,6 +353,7 @@ class Parser {
   }
 
   ExprPtr parse_not() {
+    const DepthGuard guard(this);
     if (is_name("not")) {
       const int line = cur().line;
       advance();
@@ -425,6 +439,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    const DepthGuard guard(this);
     const int line = cur().line;
     ExprPtr e;
     if (is_op("-") || is_op("+")) {

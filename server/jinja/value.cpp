@@ -28,6 +28,10 @@ void Object::set(const std::string& key, Value value) {
 
 const Value* Args::get(size_t index, std::string_view name) const {
   if (index < positional.size()) return &positional[index];
+  return named(name);
+}
+
+const Value* Args::named(std::string_view name) const {
   for (const auto& [k, v] : keyword)
     if (k == name) return &v;
   return nullptr;

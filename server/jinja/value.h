@@ -49,6 +49,8 @@ struct Args {
 
   // The argument at `index` or named `name`; nullptr when absent.
   const Value* get(size_t index, std::string_view name) const;
+  // The keyword argument `name` (keyword-only parameters); nullptr when absent.
+  const Value* named(std::string_view name) const;
   size_t size() const { return positional.size() + keyword.size(); }
 };
 

@@ -243,6 +243,18 @@ TEST_SUITE("jinja") {
     CHECK(message("{{ 1 // 0 }}") == "template error, line 1: integer division or modulo by zero");
     CHECK(message("{% for x in none %}{% endfor %}") == "template error, line 1: 'NoneType' object is not iterable");
     CHECK(message("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nests too deeply") != std::string::npos);
+    // Nesting deeper than any real template is refused, not a stack overflow.
+    CHECK(message("{{ " + std::string(1000, '(') + "1" + std::string(1000, ')') + " }}").find("nest too deeply") !=
+          std::string::npos);
+    CHECK(message("{{ " + std::string(1000, '-') + "1 }}").find("nest too deeply") != std::string::npos);
+    CHECK(message("{{ " + std::string(1000, '[') + " }}").find("nest too deeply") != std::string::npos);
+    std::string ifs;
+    for (int i = 0; i < 5000; ++i) ifs += "{% if true %}";
+    CHECK(message(ifs).find("nest too deeply") != std::string::npos);
+    CHECK(message("{{ " + std::string(50000, 'x') + " not not not " + " }}").find("syntax error") != std::string::npos);
+    std::string chain = "{{ x";
+    for (int i = 0; i < 100000; ++i) chain += ".a";
+    CHECK(message(chain + " }}").find("longer than 2048 tokens") != std::string::npos);
   }
 
   TEST_CASE("a parsed template renders many contexts, independently") {
