@@ -203,8 +203,20 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
     throw_render_error(std::string("object of type '") + v.type_name() + "' has no len()");
   }
   if (name == "tojson") {
-    const Value indent = opt(a, 0, "indent");
-    return Value(to_json(v, indent.is_int() ? int(indent.as_int()) : -1, a.named("sort_keys") && a.named("sort_keys")->truthy()));
+    // transformers' signature: tojson(ensure_ascii=False, indent=None, separators=None, sort_keys=False).
+    JsonFormat f;
+    f.ensure_ascii = flag(a, 0, "ensure_ascii", false);
+    const Value indent = opt(a, 1, "indent");
+    if (indent.is_int()) f.indent = int(std::max<int64_t>(0, indent.as_int()));
+    else if (indent.is_string()) throw_render_error("tojson: indent must be an integer");
+    const Value separators = opt(a, 2, "separators");
+    if (separators.is_array()) {
+      if (separators.as_array().size() != 2) throw_render_error("tojson: separators must be a pair of strings");
+      f.item_separator = separators.as_array()[0].str();
+      f.key_separator = separators.as_array()[1].str();
+    }
+    f.sort_keys = flag(a, 3, "sort_keys", false);
+    return Value(to_json(v, f));
   }
   if (name == "default" || name == "d") {
     const bool boolean = flag(a, 1, "boolean", false);

@@ -109,9 +109,11 @@ std::string quote_python(const std::string& s) {
   return out + q;
 }
 
-void json_string(std::string& out, const std::string& s) {
+void json_string(std::string& out, const std::string& s, bool ensure_ascii) {
   out += '"';
-  for (unsigned char c : s) {
+  char buf[16];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -121,9 +123,21 @@ void json_string(std::string& out, const std::string& s) {
       case '\b': out += "\\b"; break;
       case '\f': out += "\\f"; break;
       default:
-        if (c < 0x20) {
-          char buf[8];
+        if (c < 0x20 || (ensure_ascii && c == 0x7F)) {
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out += buf;
+        } else if (c >= 0x80 && ensure_ascii) {
+          // One UTF-8 sequence to its code point, written as \uXXXX (a surrogate pair beyond the BMP).
+          const size_t n = (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+          uint32_t cp = n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : n == 4 ? (c & 0x07) : 0xFFFD;
+          for (size_t k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+          i += n - 1;
+          if (cp >= 0x10000) {
+            cp -= 0x10000;
+            std::snprintf(buf, sizeof buf, "\\u%04x\\u%04x", 0xD800 + (cp >> 10), 0xDC00 + (cp & 0x3FF));
+          } else {
+            std::snprintf(buf, sizeof buf, "\\u%04x", cp);
+          }
           out += buf;
         } else {
           out += char(c);
@@ -133,12 +147,13 @@ void json_string(std::string& out, const std::string& s) {
   out += '"';
 }
 
-void json_value(std::string& out, const Value& v, int indent, bool sort_keys, int depth) {
-  const std::string item_sep = indent >= 0 ? "," : ", ";
+void json_value(std::string& out, const Value& v, const JsonFormat& f, int depth) {
+  const std::string& item_sep = !f.item_separator.empty() ? f.item_separator : f.indent >= 0 ? std::string(",") : std::string(", ");
+  const std::string& key_sep = !f.key_separator.empty() ? f.key_separator : std::string(": ");
   auto newline = [&](int d) {
-    if (indent < 0) return;
+    if (f.indent < 0) return;
     out += '\n';
-    out.append(size_t(indent) * size_t(d), ' ');
+    out.append(size_t(f.indent) * size_t(d), ' ');
   };
   switch (v.type()) {
     case Value::Type::Undefined:
@@ -146,18 +161,18 @@ void json_value(std::string& out, const Value& v, int indent, bool sort_keys, in
     case Value::Type::Bool: out += v.as_bool() ? "true" : "false"; return;
     case Value::Type::Int: out += std::to_string(v.as_int()); return;
     case Value::Type::Float: {
-      const double f = v.as_float();
-      out += std::isnan(f) ? "NaN" : std::isinf(f) ? (f > 0 ? "Infinity" : "-Infinity") : format_float(f);
+      const double x = v.as_float();
+      out += std::isnan(x) ? "NaN" : std::isinf(x) ? (x > 0 ? "Infinity" : "-Infinity") : format_float(x);
       return;
     }
-    case Value::Type::String: json_string(out, v.as_string()); return;
+    case Value::Type::String: json_string(out, v.as_string(), f.ensure_ascii); return;
     case Value::Type::Array: {
       const Array& a = v.as_array();
       out += '[';
       for (size_t i = 0; i < a.size(); ++i) {
         if (i > 0) out += item_sep;
         newline(depth + 1);
-        json_value(out, a[i], indent, sort_keys, depth + 1);
+        json_value(out, a[i], f, depth + 1);
       }
       if (!a.empty()) newline(depth);
       out += ']';
@@ -166,15 +181,15 @@ void json_value(std::string& out, const Value& v, int indent, bool sort_keys, in
     case Value::Type::Object: {
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : v.as_object().items) items.push_back(&kv);
-      if (sort_keys)
+      if (f.sort_keys)
         std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
       out += '{';
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out += item_sep;
         newline(depth + 1);
-        json_string(out, items[i]->first);
-        out += ": ";
-        json_value(out, items[i]->second, indent, sort_keys, depth + 1);
+        json_string(out, items[i]->first, f.ensure_ascii);
+        out += key_sep;
+        json_value(out, items[i]->second, f, depth + 1);
       }
       if (!items.empty()) newline(depth);
       out += '}';
@@ -299,9 +314,9 @@ int compare(const Value& a, const Value& b) {
 Value from_json(const nlohmann::ordered_json& j) { return from_json_impl(j); }
 Value from_json(const nlohmann::json& j) { return from_json_impl(j); }
 
-std::string to_json(const Value& v, int indent, bool sort_keys) {
+std::string to_json(const Value& v, const JsonFormat& format) {
   std::string out;
-  json_value(out, v, indent, sort_keys, 0);
+  json_value(out, v, format, 0);
   return out;
 }
 

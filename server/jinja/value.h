@@ -128,12 +128,18 @@ bool equals(const Value& a, const Value& b);
 // <0, 0, >0; throws a render error for values Python cannot order.
 int compare(const Value& a, const Value& b);
 
-// JSON in (objects keep their key order) and out. to_json follows Python's json.dumps as the
-// Hugging Face `tojson` calls it: ensure_ascii off, separators ", " and ": " (with an indent: "," and
-// ": "), keys in order unless sort_keys.
+// JSON in (objects keep their key order) and out. to_json follows Python's json.dumps as transformers'
+// `tojson` calls it: by default ensure_ascii off, separators ", " and ": " (with an indent: "," and ": "),
+// keys in their order.
+struct JsonFormat {
+  int indent = -1;  // < 0: one line
+  bool sort_keys = false;
+  bool ensure_ascii = false;  // non-ASCII as \uXXXX escapes (surrogate pairs beyond the BMP)
+  std::string item_separator, key_separator;  // empty: the defaults above
+};
 Value from_json(const nlohmann::ordered_json& j);
 Value from_json(const nlohmann::json& j);
-std::string to_json(const Value& v, int indent = -1, bool sort_keys = false);
+std::string to_json(const Value& v, const JsonFormat& format = {});
 
 // Python's float repr: shortest round-trip digits, "1.0" for integral values, "inf", "nan".
 std::string format_float(double f);

@@ -167,6 +167,8 @@ TEST_SUITE("jinja") {
           "{\n  \"b\": [\n    1,\n    2.5,\n    true,\n    null\n  ],\n  \"a\": \"\xC3\xA9\\\"\\n<\"\n}");
     CHECK(render("{{ {'z': 1, 'a': 2} | tojson(sort_keys=true) }} {{ [] | tojson(indent=2) }} {{ 'x' | tojson }}") ==
           R"({"a": 2, "z": 1} [] "x")");
+    CHECK(render("{{ {'a': [1, 2]} | tojson(separators=(',', ':')) }} {{ 'é😀\x01' | tojson(ensure_ascii=true) }}") ==
+          R"({"a":[1,2]} "\u00e9\ud83d\ude00\u0001")");
   }
 
   TEST_CASE("tests") {
