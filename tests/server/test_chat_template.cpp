@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/model_loader.h"
+#include "chat_template_support.h"
 #include "server/chat_template.h"
 #include "test_support.h"
 
@@ -111,23 +112,7 @@ TEST_SUITE("chat template") {
     const std::string jinja = "{% for m in messages %}<|im_start|>{{ m.role }}{% endfor %}";
     test::TempDir dir("chat-template");
 
-    // stories260K.gguf with one more key. Key/value pairs sit between the 24-byte header and the tensor
-    // infos; an entry a multiple of 32 bytes long keeps the (32-aligned) tensor data where it was.
-    std::vector<uint8_t> bytes = test::read_bytes(test::stories_gguf());
-    const std::string key = "tokenizer.chat_template";
-    std::string value = jinja;
-    while ((8 + key.size() + 4 + 8 + value.size()) % 32 != 0) value += ' ';
-    std::vector<uint8_t> entry;
-    auto put = [&](const void* p, size_t n) { entry.insert(entry.end(), (const uint8_t*)p, (const uint8_t*)p + n); };
-    const uint64_t key_len = key.size(), value_len = value.size();
-    const uint32_t string_type = 8;
-    put(&key_len, 8), put(key.data(), key.size()), put(&string_type, 4), put(&value_len, 8), put(value.data(), value.size());
-    uint64_t kv_count;
-    std::memcpy(&kv_count, bytes.data() + 16, 8);
-    ++kv_count;
-    std::memcpy(bytes.data() + 16, &kv_count, 8);
-    bytes.insert(bytes.begin() + 24, entry.begin(), entry.end());
-    test::write_bytes(dir / "with_template.gguf", bytes);
+    test::write_stories_with_chat_template(dir / "with_template.gguf", jinja);
     const engine::LoadedModel gguf = engine::load_model(dir / "with_template.gguf");
     CHECK(gguf.chat_template.rfind(jinja, 0) == 0);
     CHECK(engine::load_model(test::stories_gguf()).chat_template.empty());

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "chat_template_support.h"
 #include "serve_fixture.h"
 
 using namespace inflight::test;
@@ -112,6 +113,33 @@ TEST_SUITE("serve chat template") {
     check_400({{"messages", {{{"role", "tool"}}}}}, "messages");
     // The server is still well.
     CHECK(http_request(port, "GET", "/health").status == 200);
+  }
+
+  TEST_CASE("auto serves the model's own template (GGUF tokenizer.chat_template); a broken one falls back to llama2") {
+    TempDir dir("serve-model-template");
+    write_stories_with_chat_template(dir / "own.gguf", "{% for m in messages %}{{ m.role | upper }} says: {{ m.content }}\n"
+                                                       "{% endfor %}{% if add_generation_prompt %}ASSISTANT says:{% endif %}");
+    ServerProcess own({"--model", dir / "own.gguf", "--kv-cache-memory", "64M"});
+    REQUIRE_MESSAGE(own.wait_ready(), own.log());
+    const JsonResult chat = post_json(own.port(), "/v1/chat/completions",
+                                      greedy_chat({{"messages", {{{"role", "system"}, {"content", "Tell a story."}},
+                                                                 {{"role", "user"}, {"content", "The cat"}}}}}));
+    REQUIRE_MESSAGE(chat.status == 200, chat.http.body);
+    const JsonResult plain = post_json(own.port(), "/v1/completions",
+                                       {{"prompt", "SYSTEM says: Tell a story.\nUSER says: The cat\nASSISTANT says:"},
+                                        {"temperature", 0}, {"max_tokens", 12}});
+    CHECK(chat.body["usage"]["prompt_tokens"] == plain.body["usage"]["prompt_tokens"]);
+    CHECK(chat.body["choices"][0]["message"]["content"] == plain.body["choices"][0]["text"]);
+    CHECK(own.log().find("chat template: the model's") != std::string::npos);
+
+    // A model template the engine cannot parse: a warning, and the built-in llama2 serves.
+    write_stories_with_chat_template(dir / "broken.gguf", "{% for m in messages %}");
+    ServerProcess broken({"--model", dir / "broken.gguf", "--kv-cache-memory", "64M"});
+    REQUIRE_MESSAGE(broken.wait_ready(), broken.log());
+    CHECK(broken.log().find("does not parse") != std::string::npos);
+    const JsonResult fallback = post_json(broken.port(), "/v1/chat/completions",
+                                          greedy_chat({{"messages", {{{"role", "user"}, {"content", "The cat"}}}}}));
+    CHECK(fallback.status == 200);
   }
 
   TEST_CASE("a template file that does not parse stops start-up, naming the line") {
