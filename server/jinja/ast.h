@@ -36,7 +36,7 @@ struct Expr {
   Value value;                                         // Literal
   std::string name;                                    // Name, Attr, Filter, Test; Binary: the operator
   std::vector<ExprPtr> items;
-  std::vector<std::pair<std::string, ExprPtr>> kwargs;  // Call, Filter
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;  // Call, Filter ("*" / "**": f(*list, **dict))
   bool negated = false;                                // Test
   std::vector<std::string> ops;                        // Compare
 

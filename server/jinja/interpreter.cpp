@@ -211,7 +211,17 @@ class Interpreter {
   Args eval_args(const Expr& e, size_t first, const ScopePtr& scope) {
     Args args;
     for (size_t i = first; i < e.items.size(); ++i) args.positional.push_back(eval(*e.items[i], scope));
-    for (const auto& [k, v] : e.kwargs) args.keyword.emplace_back(k, eval(*v, scope));
+    for (const auto& [k, v] : e.kwargs) {
+      if (k == "*") {
+        for (Value& x : wrap(e.line, [&] { return iterate(eval(*v, scope)); })) args.positional.push_back(std::move(x));
+      } else if (k == "**") {
+        const Value d = eval(*v, scope);
+        if (!d.is_object()) fail_at(e.line, std::string("argument after ** must be a mapping, not ") + d.type_name());
+        for (const auto& [dk, dv] : d.as_object().items) args.keyword.emplace_back(dk, dv);
+      } else {
+        args.keyword.emplace_back(k, eval(*v, scope));
+      }
+    }
     return args;
   }
 

@@ -544,7 +544,11 @@ class Parser {
       if (!first) expect_op(",");
       first = false;
       if (skip_op(")")) break;
-      if (cur().kind == TokenKind::Name && peek().kind == TokenKind::Operator && peek().text == "=") {
+      if (is_op("*") || is_op("**")) {  // f(*list, **dict): kept as the keyword "*" / "**", expanded when called
+        std::string splat = cur().text;
+        advance();
+        kwargs->emplace_back(std::move(splat), parse_expression(true));
+      } else if (cur().kind == TokenKind::Name && peek().kind == TokenKind::Operator && peek().text == "=") {
         std::string name = cur().text;
         advance();
         advance();

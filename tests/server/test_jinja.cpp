@@ -100,6 +100,9 @@ TEST_SUITE("jinja") {
                  "{% call wrap('b') %}bold{% endcall %}") == "<b>bold</b>");
     CHECK(render("{% macro each(xs) %}{% for x in xs %}{{ caller(x) }}{% endfor %}{% endmacro %}"
                  "{% call(item) each([1, 2]) %}[{{ item }}]{% endcall %}") == "[1][2]");
+    CHECK(render("{% macro f(a, b, c='-') %}{{ a }}{{ b }}{{ c }}{% endmacro %}{{ f(*[1, 2]) }} {{ f(**{'a': 3, 'b': 4, 'c': 5}) }}") ==
+          "12- 345");
+    CHECK(render("{{ '{x}-{y}'.format(**d) }}", R"({"d": {"x": 1, "y": 2}})") == "1-2");
     CHECK(render("{% filter upper %}loud {{ 'words' }}{% endfilter %}") == "LOUD WORDS");
     CHECK(render("{% filter replace('a', 'o') | upper %}banana{% endfilter %}") == "BONONO");
   }
