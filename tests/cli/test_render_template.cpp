@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "server/chat_template_support.h"
 #include "test_support.h"
 
 namespace {
@@ -41,9 +42,29 @@ TEST_SUITE("cli render-template") {
     CHECK(r.output.find("<|start_header_id|>") != std::string::npos);
   }
 
+  TEST_CASE("--model: the model's own template (else llama2) with its tokenizer's bos_token / eos_token") {
+    inflight::test::TempDir dir("render-template-model");
+    std::ofstream(dir / "ctx.json") << R"({"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]})";
+    CommandResult r = run("render-template --model " + inflight::test::stories_gguf() + " --contexts " + dir / "ctx.json", true);
+    CHECK(r.status == 0);
+    CHECK(r.output == "[INST] Hi [/INST] Yo </s>");  // stories260K has no template: llama2, eos </s>
+    inflight::test::write_stories_with_chat_template(dir / "own.gguf", "{{ bos_token }}{{ messages | length }}{{ eos_token }}");
+    r = run("render-template -m " + dir / "own.gguf" + " --contexts " + dir / "ctx.json", true);
+    CHECK(r.output == "<s>2</s>");
+    // --template wins over the model's; a context's own bos_token wins over the tokenizer's.
+    std::ofstream(dir / "ctx2.json") << R"({"messages": [], "bos_token": "[B]", "add_generation_prompt": true})";
+    r = run("render-template -m " + dir / "own.gguf" + " --template chatml --contexts " + dir / "ctx2.json", true);
+    CHECK(r.output == "<|im_start|>assistant\n");
+    r = run("render-template -m " + dir / "own.gguf" + " --contexts " + dir / "ctx2.json", true);
+    CHECK(r.output == "[B]0</s>");
+  }
+
   TEST_CASE("errors: unknown template, bad JSON, a syntax error, a raise on a single context") {
     inflight::test::TempDir dir("render-template-errors");
-    CommandResult r = run("render-template --template nosuch --contexts /dev/null");
+    CommandResult r = run("render-template --contexts /dev/null");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("--template or --model") != std::string::npos);
+    r = run("render-template --template nosuch --contexts /dev/null");
     CHECK(r.status == 1);
     CHECK(r.output.find("neither a built-in") != std::string::npos);
     std::ofstream(dir / "bad.json") << "{not json";
