@@ -1,6 +1,8 @@
 #include "server/jinja/interpreter.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <memory>
 
 #include "server/jinja/builtins.h"
@@ -52,6 +54,10 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
   }
   if (op == "*") {
     if ((a.is_string() || a.is_array()) && integral(b)) return arithmetic("*", b, a, line);
+    constexpr int64_t kMaxRepeated = int64_t(1) << 26;  // bytes or items; a template has no use for more
+    if (integral(a) && (b.is_string() || b.is_array()) && to_int(a) > 0 &&
+        to_int(a) > kMaxRepeated / int64_t(std::max<size_t>(1, b.is_string() ? b.as_string().size() : b.as_array().size())))
+      fail_at(line, "a repetition too large (over 64 Mi bytes or items)");
     if (integral(a) && b.is_string()) {
       std::string out;
       for (int64_t i = 0; i < to_int(a); ++i) out += b.as_string();
@@ -75,20 +81,29 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
     return Value(a.as_number() / b.as_number());
   }
   if (ints) {
+    // NOTE: 64-bit integers (Python's are unbounded): overflow is an error rather than a wrapped value.
     const int64_t x = to_int(a), y = to_int(b);
-    if (op == "+") return Value(x + y);
-    if (op == "-") return Value(x - y);
-    if (op == "*") return Value(x * y);
+    int64_t r = 0;
+    auto checked = [&](bool overflow) {
+      if (overflow) fail_at(line, "integer overflow in " + std::to_string(x) + " " + op + " " + std::to_string(y));
+      return Value(r);
+    };
+    if (op == "+") return checked(__builtin_add_overflow(x, y, &r));
+    if (op == "-") return checked(__builtin_sub_overflow(x, y, &r));
+    if (op == "*") return checked(__builtin_mul_overflow(x, y, &r));
     if (op == "//" || op == "%") {
       if (y == 0) fail_at(line, "integer division or modulo by zero");
-      int64_t q = x / y, r = x % y;
+      if (y == -1) return op == "//" ? checked(__builtin_sub_overflow(int64_t(0), x, &r)) : Value(int64_t(0));
+      int64_t q = x / y;
+      r = x % y;
       if (r != 0 && ((r < 0) != (y < 0))) --q, r += y;  // Python floors
       return Value(op == "//" ? q : r);
     }
     if (op == "**") {
       if (y < 0) return Value(std::pow(double(x), double(y)));
-      int64_t r = 1;
-      for (int64_t i = 0; i < y; ++i) r *= x;
+      r = 1;
+      for (int64_t i = 0; i < y && r != 0; ++i)
+        if (__builtin_mul_overflow(r, x, &r)) return checked(true);
       return Value(r);
     }
   }
@@ -159,6 +174,7 @@ class Interpreter {
         if (!numeric(v)) fail_at(e.line, std::string("bad operand type for unary ") + (e.kind == Expr::Kind::Negate ? "-" : "+") +
                                              ": '" + v.type_name() + "'");
         if (e.kind == Expr::Kind::Plus) return v.is_bool() ? Value(to_int(v)) : v;
+        if (integral(v) && to_int(v) == INT64_MIN) fail_at(e.line, "integer overflow in -" + v.str());
         return integral(v) ? Value(-to_int(v)) : Value(-v.as_float());
       }
       case Expr::Kind::Binary: {

@@ -246,6 +246,12 @@ TEST_SUITE("jinja") {
     CHECK(message("{{ x | nofilter }}") == "template error, line 1: no filter named 'nofilter'");
     CHECK(message("{{ x is notatest }}") == "template error, line 1: no test named 'notatest'");
     CHECK(message("{{ 1 // 0 }}") == "template error, line 1: integer division or modulo by zero");
+    CHECK(message("{{ 9223372036854775807 + 1 }}").find("integer overflow") != std::string::npos);
+    CHECK(message("{{ 3 ** 99 }}").find("integer overflow") != std::string::npos);
+    CHECK(message("{{ 'ab' * 1000000000000 }}").find("too large") != std::string::npos);
+    CHECK(message("{{ [1, 2] * 1000000000000 }}").find("too large") != std::string::npos);
+    CHECK(message("{{ range(1000000000000) }}").find("too large") != std::string::npos);
+    CHECK(render("{{ 2 ** 62 }} {{ -7 // -1 }} {{ 7 % -1 }} {{ 0 ** 5 }} {{ 2 ** -1 }}") == "4611686018427387904 7 0 0 0.5");
     CHECK(message("{% for x in none %}{% endfor %}") == "template error, line 1: 'NoneType' object is not iterable");
     CHECK(message("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nests too deeply") != std::string::npos);
     // Nesting deeper than any real template is refused, not a stack overflow.
