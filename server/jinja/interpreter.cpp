@@ -29,6 +29,10 @@ struct Scope {
 
 // The deepest for loops and macro calls may nest (a guard against runaway recursion).
 constexpr int kMaxDepth = 200;
+// Budgets of one render, far above any chat template's needs: a template that loops or writes without end
+// fails instead of holding a server thread.
+constexpr int64_t kMaxIterations = 1'000'000;  // for-loop bodies run
+constexpr size_t kMaxOutputBytes = size_t(64) << 20;
 
 [[noreturn]] void fail_at(int line, const std::string& what) {
   throw Error(Error::Kind::Render, "template error, line " + std::to_string(line) + ": " + what);
@@ -212,6 +216,11 @@ class Interpreter {
 
  private:
   int depth_ = 0;
+  int64_t iterations_ = 0;
+
+  static void check_output(const Stmt& s, const std::string& out) {
+    if (out.size() > kMaxOutputBytes) fail_at(s.line, "the template wrote more than 64 MiB");
+  }
 
   // Adds the line to errors from the builtins (which do not know it).
   template <class F>
@@ -283,8 +292,14 @@ class Interpreter {
 
   Flow exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
     switch (s.kind) {
-      case Stmt::Kind::Text: out += s.text; return Flow::Normal;
-      case Stmt::Kind::Output: out += eval(*s.expr, scope).str(); return Flow::Normal;
+      case Stmt::Kind::Text:
+        out += s.text;
+        check_output(s, out);
+        return Flow::Normal;
+      case Stmt::Kind::Output:
+        out += eval(*s.expr, scope).str();
+        check_output(s, out);
+        return Flow::Normal;
       case Stmt::Kind::If:
         for (size_t i = 0; i < s.conditions.size(); ++i)
           if (eval(*s.conditions[i], scope).truthy()) return exec(s.bodies[i], scope, out);
@@ -351,6 +366,8 @@ class Interpreter {
     const int64_t n = int64_t(items.size());
     auto last_changed = std::make_shared<Array>();
     for (int64_t i = 0; i < n; ++i) {
+      if (++iterations_ > kMaxIterations)
+        fail_at(s.line, "the template ran more than " + std::to_string(kMaxIterations) + " loop iterations");
       auto inner = std::make_shared<Scope>(scope);
       assign(s, s.targets, items[size_t(i)], *inner);
       Object loop;

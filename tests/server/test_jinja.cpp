@@ -251,6 +251,9 @@ TEST_SUITE("jinja") {
     CHECK(message("{{ 'ab' * 1000000000000 }}").find("too large") != std::string::npos);
     CHECK(message("{{ [1, 2] * 1000000000000 }}").find("too large") != std::string::npos);
     CHECK(message("{{ range(1000000000000) }}").find("too large") != std::string::npos);
+    CHECK(message("{% for i in range(2000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}").find("loop iterations") !=
+          std::string::npos);
+    CHECK(message("{% set s = 'x' * 60000000 %}{{ s }}{{ s }}").find("more than 64 MiB") != std::string::npos);
     CHECK(render("{{ 2 ** 62 }} {{ -7 // -1 }} {{ 7 % -1 }} {{ 0 ** 5 }} {{ 2 ** -1 }}") == "4611686018427387904 7 0 0 0.5");
     CHECK(message("{% for x in none %}{% endfor %}") == "template error, line 1: 'NoneType' object is not iterable");
     CHECK(message("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nests too deeply") != std::string::npos);
