@@ -10,7 +10,53 @@ namespace inflight::server::jinja {
 
 namespace {
 
-bool py_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+// Python's str.isspace() code points.
+bool space_code_point(uint32_t cp) {
+  return (cp >= 0x09 && cp <= 0x0D) || (cp >= 0x1C && cp <= 0x20) || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+         (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+}
+
+// The code point of the UTF-8 sequence of `n` bytes at s[i], or -1 when those bytes are not one.
+int64_t decode_at(const std::string& s, size_t i, size_t n) {
+  if (i + n > s.size()) return -1;
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  const size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (len != n) return -1;
+  uint32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    const unsigned char d = static_cast<unsigned char>(s[i + k]);
+    if ((d & 0xC0) != 0x80) return -1;
+    cp = (cp << 6) | (d & 0x3F);
+  }
+  return cp;
+}
+
+// Bytes of the whitespace character starting at s[i] (0: none there).
+size_t space_at(const std::string& s, size_t i) {
+  for (size_t n = 1; n <= 3; ++n) {
+    const int64_t cp = decode_at(s, i, n);
+    if (cp >= 0) return space_code_point(uint32_t(cp)) ? n : 0;
+  }
+  return 0;
+}
+
+// Bytes of the whitespace character ending just before s[e] (0: none there).
+size_t space_before(const std::string& s, size_t e) {
+  for (size_t n = 1; n <= 3 && n <= e; ++n) {
+    const int64_t cp = decode_at(s, e - n, n);
+    if (cp >= 0) return space_code_point(uint32_t(cp)) ? n : 0;
+  }
+  return 0;
+}
+
+
+// Moves b forward over whitespace and e back over whitespace, within [b, e).
+void skip_spaces(const std::string& s, size_t& b, size_t& e, bool left, bool right) {
+  if (left)
+    for (size_t n; b < e && (n = space_at(s, b)) != 0;) b += n;
+  if (right)
+    for (size_t n; e > b && (n = space_before(s, e)) != 0 && e - n >= b;) e -= n;
+}
 char up(char c) { return char(std::toupper(static_cast<unsigned char>(c))); }
 char low(char c) { return char(std::tolower(static_cast<unsigned char>(c))); }
 bool alpha(char c) { return std::isalpha(static_cast<unsigned char>(c)) != 0; }
@@ -83,10 +129,7 @@ std::string apply_spec(const Value& v, const std::string& spec) {
 std::string strip(const std::string& s, const std::string* chars, bool left, bool right) {
   if (chars == nullptr) {
     size_t b = 0, e = s.size();
-    if (left)
-      while (b < e && py_space(s[b])) ++b;
-    if (right)
-      while (e > b && py_space(s[e - 1])) --e;
+    skip_spaces(s, b, e, left, right);
     return s.substr(b, e - b);
   }
   const std::vector<std::string> set = utf8_chars(*chars);
@@ -147,16 +190,16 @@ std::vector<std::string> split(const std::string& s, const std::string* sep, int
     if (sep == nullptr) {
       size_t i = 0;
       while (true) {
-        while (i < s.size() && py_space(s[i])) ++i;
+        size_t end = s.size();
+        skip_spaces(s, i, end, true, false);
         if (i >= s.size()) break;
         if (maxsplit >= 0 && int64_t(out.size()) == maxsplit) {
-          size_t e = s.size();
-          while (e > i && py_space(s[e - 1])) --e;
-          out.push_back(s.substr(i, e - i));
+          skip_spaces(s, i, end, false, true);
+          out.push_back(s.substr(i, end - i));
           break;
         }
         size_t j = i;
-        while (j < s.size() && !py_space(s[j])) ++j;
+        while (j < s.size() && space_at(s, j) == 0) ++j;
         out.push_back(s.substr(i, j - i));
         i = j;
       }
@@ -177,16 +220,17 @@ std::vector<std::string> split(const std::string& s, const std::string* sep, int
   if (sep == nullptr) {
     size_t e = s.size();
     while (true) {
-      while (e > 0 && py_space(s[e - 1])) --e;
+      size_t zero = 0;
+      skip_spaces(s, zero, e, false, true);
       if (e == 0) break;
       if (maxsplit >= 0 && int64_t(out.size()) == maxsplit) {
         size_t b = 0;
-        while (b < e && py_space(s[b])) ++b;
+        skip_spaces(s, b, e, true, false);
         out.push_back(s.substr(b, e - b));
         break;
       }
       size_t b = e;
-      while (b > 0 && !py_space(s[b - 1])) --b;
+      while (b > 0 && space_before(s, b) == 0) --b;
       out.push_back(s.substr(b, e - b));
       e = b;
     }
@@ -259,7 +303,11 @@ bool char_class_test(const std::string& s, const std::string& which) {
   if (which == "isdigit" || which == "isnumeric" || which == "isdecimal") return all(::isdigit);
   if (which == "isalpha") return all(::isalpha);
   if (which == "isalnum") return all(::isalnum);
-  if (which == "isspace") return std::all_of(s.begin(), s.end(), py_space);
+  if (which == "isspace") {
+    size_t b = 0, e = s.size();
+    skip_spaces(s, b, e, true, false);
+    return b == s.size();
+  }
   const bool has_cased = std::any_of(s.begin(), s.end(), alpha);
   if (which == "islower") return has_cased && !std::any_of(s.begin(), s.end(), [](char c) { return std::isupper(static_cast<unsigned char>(c)); });
   if (which == "isupper") return has_cased && !std::any_of(s.begin(), s.end(), [](char c) { return std::islower(static_cast<unsigned char>(c)); });

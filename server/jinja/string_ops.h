@@ -1,5 +1,5 @@
 // Python's str methods on UTF-8 text. Case mapping and character classes cover ASCII (other characters
-// are kept as they are); whitespace is Python's ASCII whitespace.
+// are kept as they are); whitespace is Python's (str.isspace: ASCII, NBSP, the Unicode spaces, U+3000).
 #pragma once
 #include <cstdint>
 #include <string>

@@ -65,6 +65,9 @@ const conversations = [
   { messages: [user("Hi"), asst("Hello. How can I help?"), user("Tell me a joke.")] },
   { messages: [sys("Be brief."), user("Hi"), asst("Hello."), user("Bye"), asst("Goodbye!")] },
   { messages: [user("  padded with spaces  \n\n"), asst("\n  also padded \n"), user("\tTabs\t")] },
+  // (An assistant turn starting with a Unicode space would differ in Qwen 3's content.lstrip('\n'):
+  // @huggingface/jinja's str.lstrip ignores its argument and strips all whitespace.)
+  { messages: [user("\u00a0\u3000Unicode spaces around\u2003\u00a0"), asst("reply\u3000")] },
   { messages: [user("Ünïcödé: 日本語, emoji 🙂👩‍💻, Ελληνικά, العربية")] },
   { messages: [sys("Line one\nLine two\n\nLine four"), user("multi\nline\nquestion?")] },
   { messages: [user("Quotes ' \" and backslashes \\ and braces {{ }} {% %}")] },

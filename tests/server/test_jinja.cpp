@@ -189,6 +189,11 @@ TEST_SUITE("jinja") {
 
   TEST_CASE("string, dict and list methods") {
     CHECK(render("[{{ '  a b  '.strip() }}][{{ 'xxaxx'.lstrip('x') }}][{{ '\na\n'.rstrip('\n') }}]") == "[a b][axx][\na]");
+    // Unicode whitespace (NBSP, U+3000) is whitespace, as in Python; other characters are not.
+    CHECK(render("[{{ '\u00a0\u3000 x\u00e9 \u3000' | trim }}][{{ '\u3000a\u00a0b\u2003c '.split() | join('|') }}]") ==
+          "[x\xC3\xA9][a|b|c]");
+    CHECK(render("{{ '\u00a0 '.isspace() }} {{ '\u00e9'.isspace() }} {{ 'a\u3000b c'.rsplit(None, 1) }}") ==
+          "True False ['a\u3000b', 'c']");
     CHECK(render("{{ 'a,b,,c'.split(',') }} {{ ' a  b '.split() }} {{ 'a-b-c'.split('-', 1) }} {{ 'a-b-c'.rsplit('-', 1) }}") ==
           "['a', 'b', '', 'c'] ['a', 'b'] ['a', 'b-c'] ['a-b', 'c']");
     CHECK(render("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith('bc') }} {{ 'abc'.startswith(('x', 'a')) }} {{ 'a'.endswith('abc') }}") ==
