@@ -8,5 +8,6 @@ void add_generate_command(CLI::App& app);
 void add_make_model_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_render_template_command(CLI::App& app);
 
 }  // namespace inflight::cli

@@ -61,19 +61,20 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
-server::ChatTemplateKind choose_chat_template(const ServerConfig& config, const std::string& model_template) {
-  if (config.chat_template != "auto") return *server::parse_chat_template_name(config.chat_template);
-  if (model_template.empty()) {
-    spdlog::info("chat template: llama2 (the model has none)");
-    return server::ChatTemplateKind::Llama2;
+// The chat template the setting chooses; a model template that the Jinja engine cannot parse falls back
+// to llama2 with a warning (a template given by name or file must parse).
+std::unique_ptr<server::ChatTemplate> make_chat_template(const ServerConfig& config, const engine::LoadedModel& loaded) {
+  const server::ChatTemplateSource source = server::choose_chat_template(config.chat_template, loaded.chat_template);
+  try {
+    auto t = std::make_unique<server::ChatTemplate>(source, loaded.tokenizer);
+    spdlog::info("chat template: {}", source.origin);
+    return t;
+  } catch (const server::jinja::Error& e) {
+    if (config.chat_template != "auto") throw std::invalid_argument("chat template (" + source.origin + "): " + e.what());
+    spdlog::warn("chat template: the model's template does not parse ({}); using llama2 (set chat_template to choose)",
+                 e.what());
+    return std::make_unique<server::ChatTemplate>(server::choose_chat_template("llama2", {}), loaded.tokenizer);
   }
-  if (auto kind = server::detect_chat_template(model_template)) {
-    spdlog::info("chat template: {} (recognised in the model's metadata)", server::chat_template_name(*kind));
-    return *kind;
-  }
-  spdlog::warn("chat template: the model's template is not one of {}; using llama2 (set chat_template to choose)",
-               server::chat_template_names());
-  return server::ChatTemplateKind::Llama2;
 }
 
 void load(const ServerConfig& config, ServedModel* served) {
@@ -123,8 +124,7 @@ void load(const ServerConfig& config, ServedModel* served) {
   // NOTE: a test hook: slows every step, so that tests can stop a stream or watch /v1/status mid-generation.
   if (const char* delay = std::getenv("INFLIGHT_DEBUG_STEP_DELAY_MS")) engine_config.debug_step_delay_ms = std::atoi(delay);
   served->engine = std::make_unique<engine::Engine>(*served->model, served->loaded->tokenizer, *served->kv, engine_config);
-  served->chat_template = std::make_unique<server::ChatTemplate>(
-      choose_chat_template(config, served->loaded->chat_template), served->loaded->tokenizer);
+  served->chat_template = make_chat_template(config, *served->loaded);
 
   server::ModelContext& ctx = served->context;
   ctx.served_model_name = config.served_model_name.empty() ? c.name : config.served_model_name;
@@ -267,7 +267,8 @@ void add_serve_command(CLI::App& app) {
   add_flag_option<&ServerConfig::log_level>(cmd, *flags, "--log-level", v.log_level,
                                             "trace, debug, info, warn, error, critical, off (default info)");
   add_flag_option<&ServerConfig::chat_template>(cmd, *flags, "--chat-template", v.chat_template,
-                                                "auto (the model's, else llama2), or " + server::chat_template_names());
+                                                "auto (the model's own, else llama2), a built-in (" + server::chat_template_names() +
+                                                    "), or a Jinja template file");
   cmd->callback([flags] { run_serve(*flags); });
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -386,9 +387,14 @@ ModelConfig hf_config(const JsonConfig& j, const std::string& folder) {
   return c;
 }
 
-// tokenizer_config.json "chat_template": a string, or a list of {name, template} (the "default" one).
-// Optional metadata: an absent or unreadable file gives "".
+// chat_template.jinja, else tokenizer_config.json "chat_template": a string, or a list of {name, template}
+// (the "default" one), as transformers reads them. Optional metadata: absent or unreadable files give "".
 std::string hf_chat_template(const fs::path& dir) {
+  if (std::ifstream jinja(dir / "chat_template.jinja", std::ios::binary); jinja) {
+    std::ostringstream text;
+    text << jinja.rdbuf();
+    return text.str();
+  }
   std::ifstream in(dir / "tokenizer_config.json", std::ios::binary);
   if (!in) return {};
   const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);

@@ -10,8 +10,8 @@ namespace inflight::engine {
 struct LoadedModel {
   ModelWeights weights;
   Tokenizer tokenizer;
-  // The model's Jinja chat template: GGUF tokenizer.chat_template, or tokenizer_config.json "chat_template"
-  // of a Hugging Face folder; empty when absent. The server only recognises it, never runs it.
+  // The model's Jinja chat template: GGUF tokenizer.chat_template, or a Hugging Face folder's
+  // chat_template.jinja, else its tokenizer_config.json "chat_template"; empty when absent.
   std::string chat_template;
 };
 

@@ -2,136 +2,50 @@
 
 #include <algorithm>
 #include <array>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include "server/chat_templates_builtin.h"
 
 namespace inflight::server {
 
 namespace {
 
-struct NamedKind {
-  const char* name;
-  ChatTemplateKind kind;
-};
-constexpr std::array<NamedKind, 7> kKinds = {{{"llama2", ChatTemplateKind::Llama2},
-                                              {"mistral", ChatTemplateKind::Mistral},
-                                              {"chatml", ChatTemplateKind::ChatML},
-                                              {"zephyr", ChatTemplateKind::Zephyr},
-                                              {"llama3", ChatTemplateKind::Llama3},
-                                              {"phi3", ChatTemplateKind::Phi3},
-                                              {"gemma", ChatTemplateKind::Gemma}}};
-
-bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
-
-// System messages are folded into the next user turn by the templates that have no system role.
-std::string take(std::string& pending) {
-  std::string out = std::move(pending);
-  pending.clear();
-  return out;
-}
-
-void append_system(std::string& pending, const std::string& content) {
-  if (!pending.empty()) pending += "\n";
-  pending += content;
-}
-
-// [INST] templates: Llama 2 puts the system prompt in a <<SYS>> block, Mistral before the user text.
-std::string render_inst(bool llama2, std::span<const ChatMessage> messages, const ChatSpecialPieces& p) {
-  std::string out, system;
-  for (const ChatMessage& m : messages) {
-    if (m.role == "system") {
-      append_system(system, m.content);
-    } else if (m.role == "user") {
-      if (llama2 && !out.empty()) out += p.bos;  // Llama 2 opens every later turn with BOS
-      out += "[INST] ";
-      if (!system.empty())
-        out += llama2 ? "<<SYS>>\n" + take(system) + "\n<</SYS>>\n\n" : take(system) + "\n\n";
-      out += m.content + " [/INST]";
-    } else {
-      out += llama2 ? " " + m.content + " " + p.eos : " " + m.content + p.eos;
-    }
-  }
-  return out;
-}
+// End-of-turn markers of well-known templates (besides EOS); a template that writes one stops there.
+constexpr std::array<std::string_view, 6> kEndOfTurnMarkers = {
+    "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>"};
 
 }  // namespace
 
-const char* chat_template_name(ChatTemplateKind kind) {
-  for (const NamedKind& k : kKinds)
-    if (k.kind == kind) return k.name;
-  return "?";
-}
-
-std::optional<ChatTemplateKind> parse_chat_template_name(std::string_view name) {
-  for (const NamedKind& k : kKinds)
-    if (name == k.name) return k.kind;
-  return std::nullopt;
-}
-
 std::string chat_template_names() {
   std::string names;
-  for (const NamedKind& k : kKinds) names += (names.empty() ? "" : ", ") + std::string(k.name);
+  for (const BuiltinChatTemplate& t : builtin_chat_templates()) names += (names.empty() ? "" : ", ") + std::string(t.name);
   return names;
 }
 
-std::optional<ChatTemplateKind> detect_chat_template(std::string_view t) {
-  // Order matters: the more specific markers first (Phi-3 also has <|user|>, like Zephyr).
-  if (contains(t, "<|im_start|>")) return ChatTemplateKind::ChatML;
-  if (contains(t, "<|start_header_id|>") && contains(t, "<|end_header_id|>")) return ChatTemplateKind::Llama3;
-  if (contains(t, "[INST]")) return contains(t, "<<SYS>>") ? ChatTemplateKind::Llama2 : ChatTemplateKind::Mistral;
-  if (contains(t, "<|assistant|>") && contains(t, "<|end|>")) return ChatTemplateKind::Phi3;
-  if (contains(t, "<|user|>")) return ChatTemplateKind::Zephyr;
-  if (contains(t, "<start_of_turn>")) return ChatTemplateKind::Gemma;
-  return std::nullopt;
+const std::string* builtin_chat_template(std::string_view name) {
+  for (const BuiltinChatTemplate& t : builtin_chat_templates())
+    if (name == t.name) return &t.source;
+  return nullptr;
 }
 
-std::string render_chat(ChatTemplateKind kind, std::span<const ChatMessage> messages, const ChatSpecialPieces& p) {
-  std::string out;
-  switch (kind) {
-    case ChatTemplateKind::Llama2:
-      return render_inst(true, messages, p);
-    case ChatTemplateKind::Mistral:
-      return render_inst(false, messages, p);
-    case ChatTemplateKind::ChatML:
-      for (const ChatMessage& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
-      return out + "<|im_start|>assistant\n";
-    case ChatTemplateKind::Zephyr:
-      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + p.eos + "\n";
-      return out + "<|assistant|>\n";
-    case ChatTemplateKind::Llama3:
-      for (const ChatMessage& m : messages)
-        out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
-      return out + "<|start_header_id|>assistant<|end_header_id|>\n\n";
-    case ChatTemplateKind::Phi3:
-      for (const ChatMessage& m : messages) out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
-      return out + "<|assistant|>\n";
-    case ChatTemplateKind::Gemma: {
-      std::string system;
-      for (const ChatMessage& m : messages) {
-        if (m.role == "system") {
-          append_system(system, m.content);
-          continue;
-        }
-        const bool user = m.role == "user";
-        const std::string content = user && !system.empty() ? take(system) + "\n\n" + m.content : m.content;
-        out += std::string("<start_of_turn>") + (user ? "user" : "model") + "\n" + content + "<end_of_turn>\n";
-      }
-      return out + "<start_of_turn>model\n";
-    }
+ChatTemplateSource choose_chat_template(const std::string& setting, const std::string& model_template) {
+  if (setting == "auto") {
+    if (!model_template.empty()) return {model_template, "the model's"};
+    return {*builtin_chat_template("llama2"), "built-in llama2 (the model has none)"};
   }
-  return out;
+  if (const std::string* builtin = builtin_chat_template(setting)) return {*builtin, "built-in " + setting};
+  std::ifstream in(setting, std::ios::binary);
+  if (!in) throw std::invalid_argument("chat template '" + setting + "': neither a built-in (" + chat_template_names() +
+                                       ") nor a readable file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return {text.str(), "file " + setting};
 }
 
-std::vector<std::string> chat_end_markers(ChatTemplateKind kind) {
-  switch (kind) {
-    case ChatTemplateKind::ChatML: return {"<|im_end|>"};
-    case ChatTemplateKind::Llama3: return {"<|eot_id|>"};
-    case ChatTemplateKind::Phi3: return {"<|end|>"};
-    case ChatTemplateKind::Gemma: return {"<end_of_turn>"};
-    default: return {};
-  }
-}
-
-ChatTemplate::ChatTemplate(ChatTemplateKind kind, const engine::Tokenizer& tokenizer)
-    : kind_(kind), tokenizer_(&tokenizer) {
+ChatTemplate::ChatTemplate(const ChatTemplateSource& source, const engine::Tokenizer& tokenizer)
+    : origin_(source.origin), template_(std::make_shared<const jinja::Template>(source.source)), tokenizer_(&tokenizer) {
   // Control tokens are the pieces that decode to no text; only bracketed ones can appear in a template.
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     const std::string piece = tokenizer.piece(id);
@@ -143,28 +57,35 @@ ChatTemplate::ChatTemplate(ChatTemplateKind kind, const engine::Tokenizer& token
   }
   std::stable_sort(control_pieces_.begin(), control_pieces_.end(),
                    [](const auto& a, const auto& b) { return a.first.size() > b.first.size(); });
-  if (tokenizer.bos_id() >= 0 && tokenizer.bos_id() < tokenizer.vocab_size()) pieces_.bos = tokenizer.piece(tokenizer.bos_id());
-  if (tokenizer.eos_id() >= 0 && tokenizer.eos_id() < tokenizer.vocab_size()) pieces_.eos = tokenizer.piece(tokenizer.eos_id());
-  for (const std::string& marker : chat_end_markers(kind)) {
-    auto it = std::find_if(control_pieces_.begin(), control_pieces_.end(),
-                           [&](const auto& c) { return c.first == marker; });
+  bos_ = tokenizer.bos_id() >= 0 && tokenizer.bos_id() < tokenizer.vocab_size() ? tokenizer.piece(tokenizer.bos_id()) : "<s>";
+  eos_ = tokenizer.eos_id() >= 0 && tokenizer.eos_id() < tokenizer.vocab_size() ? tokenizer.piece(tokenizer.eos_id()) : "</s>";
+  for (std::string_view marker : kEndOfTurnMarkers) {
+    if (source.source.find(marker) == std::string::npos || marker == eos_) continue;
+    auto it = std::find_if(control_pieces_.begin(), control_pieces_.end(), [&](const auto& c) { return c.first == marker; });
     if (it != control_pieces_.end()) stop_token_ids_.push_back(it->second);
-    else stop_strings_.push_back(marker);
+    else stop_strings_.emplace_back(marker);
   }
 }
 
-std::string ChatTemplate::render(std::span<const ChatMessage> messages) const {
-  return render_chat(kind_, messages, pieces_);
+std::string ChatTemplate::render(const ChatInput& input) const {
+  // transformers' variables: the extra ones first, so that none of them replaces the conversation.
+  jinja::Object context;
+  for (auto it = input.kwargs.begin(); it != input.kwargs.end(); ++it) context.set(it.key(), jinja::from_json(it.value()));
+  context.set("messages", jinja::from_json(input.messages));
+  context.set("tools", jinja::from_json(input.tools));
+  context.set("add_generation_prompt", jinja::Value(input.add_generation_prompt));
+  context.set("bos_token", jinja::Value(bos_));
+  context.set("eos_token", jinja::Value(eos_));
+  return template_->render(jinja::Value(std::move(context)));
 }
 
-std::vector<int32_t> ChatTemplate::encode(std::span<const ChatMessage> messages) const {
-  const std::string text = render(messages);
+std::vector<int32_t> ChatTemplate::encode(std::string_view text) const {
   std::vector<int32_t> ids;
   if (tokenizer_->add_bos()) ids.push_back(tokenizer_->bos_id());
   size_t segment_start = 0;
   auto flush_text = [&](size_t end) {
     if (end > segment_start) {
-      const std::vector<int32_t> part = tokenizer_->encode(std::string_view(text).substr(segment_start, end - segment_start), false);
+      const std::vector<int32_t> part = tokenizer_->encode(text.substr(segment_start, end - segment_start), false);
       ids.insert(ids.end(), part.begin(), part.end());
     }
   };

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "server/api_error.h"
+#include "server/chat_request.h"
 #include "server/json_fields.h"
 
 namespace inflight::server {
@@ -165,52 +166,6 @@ void finish_stop_conditions(CompletionRequest* out, const char* max_tokens_field
     throw BadRequest("logprobs", "logprobs are not supported with use_beam_search");
 }
 
-std::string message_content(const json& content, const std::string& field) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) throw BadRequest(field, field + " must be a string or a list of content parts");
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string pf = field + "[" + std::to_string(i) + "]";
-    if (!part.is_object()) throw BadRequest(field, pf + " must be an object");
-    auto type = part.find("type");
-    if (type == part.end() || !type->is_string() || *type != "text")
-      throw BadRequest(field, pf + ": only content parts of type \"text\" are supported");
-    auto t = part.find("text");
-    if (t == part.end() || !t->is_string()) throw BadRequest(field, pf + ".text must be a string");
-    text += t->get<std::string>();
-  }
-  return text;
-}
-
-std::vector<ChatMessage> parse_messages(const json& body) {
-  const json* m = find_field(body, "messages");
-  if (m == nullptr) throw BadRequest("messages", "messages is required");
-  if (!m->is_array() || m->empty()) throw BadRequest("messages", "messages must be a non-empty list");
-  std::vector<ChatMessage> messages;
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    const std::string field = "messages[" + std::to_string(i) + "]";
-    if (!msg.is_object()) throw BadRequest("messages", field + " must be an object");
-    auto role = msg.find("role");
-    if (role == msg.end() || !role->is_string())
-      throw BadRequest("messages", field + ".role must be a string");
-    std::string r = role->get<std::string>();
-    if (r == "developer") r = "system";
-    if (r != "system" && r != "user" && r != "assistant")
-      throw BadRequest("messages", field + ".role must be system, developer, user or assistant, got \"" + r + "\"");
-    auto content = msg.find("content");
-    std::string text;
-    if (content == msg.end() || content->is_null()) {
-      if (r != "assistant") throw BadRequest("messages", field + ".content is required");
-    } else {
-      text = message_content(*content, field + ".content");
-    }
-    messages.push_back({std::move(r), std::move(text)});
-  }
-  return messages;
-}
-
 }  // namespace
 
 CompletionRequest parse_completion_request(const json& body, const ModelContext& model) {
@@ -232,7 +187,8 @@ CompletionRequest parse_completion_request(const json& body, const ModelContext&
   return out;
 }
 
-CompletionRequest parse_chat_request(const json& body, const ModelContext& model) {
+CompletionRequest parse_chat_request(const json& body, const ModelContext& model,
+                                     const nlohmann::ordered_json* ordered_body) {
   if (!body.is_object()) throw BadRequest("", "the request body must be a JSON object");
   check_model(body, model);
   CompletionRequest out;
@@ -244,22 +200,24 @@ CompletionRequest parse_chat_request(const json& body, const ModelContext& model
   const std::optional<int64_t> top = get_int(body, "top_logprobs", 0, kMaxLogprobs);
   if (top && !out.logprobs) throw BadRequest("top_logprobs", "top_logprobs needs logprobs set to true");
   if (out.logprobs) out.engine.logprobs = int(top.value_or(0));
-  reject_if_present(body, "tools", " (no tool calls)");
+  // Tools reach the template; the answer is text (no tool-call parsing), so no call can be forced.
+  if (const json* choice = find_field(body, "tool_choice")) {
+    if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
+      throw BadRequest("tool_choice", "tool_choice: only \"auto\" and \"none\" are supported");
+  }
   if (const json* rf = find_field(body, "response_format")) {
     if (!rf->is_object() || rf->value("type", std::string()) != "text")
       throw BadRequest("response_format", "response_format: only {\"type\": \"text\"} is supported");
   }
 
-  const ChatTemplate& tmpl = *model.chat_template;
-  const std::vector<ChatMessage> messages = parse_messages(body);
-  PromptInput prompt;
-  prompt.ids = tmpl.encode(messages);
-  prompt.text = tmpl.render(messages);
+  const ChatInput input = parse_chat_input(ordered_body ? *ordered_body : nlohmann::ordered_json(body));
+  PromptInput prompt = encode_chat_prompt(input, model);
   check_prompt_length(prompt.ids, model, "messages");
   // Unset: up to the end of the context.
   out.engine.stop.max_tokens = int(max_tokens.value_or(model.max_model_len - int64_t(prompt.ids.size())));
   finish_stop_conditions(&out, "max_tokens");
   engine::StopConditions& stop = out.engine.stop;
+  const ChatTemplate& tmpl = *model.chat_template;
   for (int32_t id : tmpl.stop_token_ids())
     if (std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), id) == stop.stop_token_ids.end())
       stop.stop_token_ids.push_back(id);

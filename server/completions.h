@@ -34,7 +34,10 @@ struct CompletionRequest {
 
 // Throw BadRequest (400, naming the field) or ApiError (404 unknown model, 400 prompt too long).
 CompletionRequest parse_completion_request(const nlohmann::json& body, const ModelContext& model);
-CompletionRequest parse_chat_request(const nlohmann::json& body, const ModelContext& model);
+// `ordered_body`: the same body with the client's key order (what the chat template's `tojson` shows);
+// null: taken from `body`.
+CompletionRequest parse_chat_request(const nlohmann::json& body, const ModelContext& model,
+                                     const nlohmann::ordered_json* ordered_body = nullptr);
 
 // One generated (or echoed) token with what the client asked to know about it.
 struct TokenLogprob {

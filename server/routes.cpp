@@ -118,8 +118,13 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
 
   const ModelContext& model = require_model();
   const json body = parse_body(request);
-  CompletionRequest parsed =
-      route == "/v1/chat/completions" ? parse_chat_request(body, model) : parse_completion_request(body, model);
+  CompletionRequest parsed;
+  if (route == "/v1/chat/completions") {
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body());  // the client's key order
+    parsed = parse_chat_request(body, model, &ordered);
+  } else {
+    parsed = parse_completion_request(body, model);
+  }
   CompletionJob::start(state_, model, std::move(parsed), channel, request_line);
   return std::nullopt;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -141,8 +142,10 @@ void validate(const ServerConfig& c) {
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   require(std::find(std::begin(kLevels), std::end(kLevels), c.log_level) != std::end(kLevels),
           "log_level must be one of trace, debug, info, warn, error, critical, off");
-  require(c.chat_template == "auto" || parse_chat_template_name(c.chat_template),
-          "chat_template must be auto or one of " + chat_template_names() + ", got '" + c.chat_template + "'");
+  require(c.chat_template == "auto" || builtin_chat_template(c.chat_template) ||
+              std::filesystem::is_regular_file(c.chat_template),
+          "chat_template must be auto, one of " + chat_template_names() + ", or a Jinja template file; got '" +
+              c.chat_template + "' (no such file)");
   require(c.max_body_bytes >= 1024, "max_body_bytes must be at least 1024");
   require(c.max_header_bytes >= 1024, "max_header_bytes must be at least 1024");
   require(c.request_timeout_seconds > 0, "request_timeout_seconds must be > 0");

@@ -28,7 +28,7 @@ struct ServerConfig {
   int threads = 0;                     // compute threads; 0: all cores
   int http_threads = 2;                // Asio threads serving HTTP
   std::string log_level = "info";      // trace, debug, info, warn, error, critical, off
-  std::string chat_template = "auto";  // "auto" (the model's own, else llama2) or a template name
+  std::string chat_template = "auto";  // "auto" (the model's own, else llama2), a built-in's name, or a file
   int64_t max_body_bytes = 4 << 20;    // larger request bodies get 413
   int max_header_bytes = 16 << 10;     // larger request headers get 431
   double request_timeout_seconds = 30; // to receive one whole request; also the keep-alive idle limit

@@ -1,5 +1,6 @@
 // The official OpenAI Node client, unchanged, against `inflight serve` on stories260K: the model list, a
-// completion, a streamed completion, a chat completion (plain and streamed), and an API error.
+// completion, a streamed completion, a chat completion (plain, streamed, with tools and
+// chat_template_kwargs), and API errors (a chat template refusing a conversation among them).
 // Usage: node openai_client_check.mjs <base URL, e.g. http://127.0.0.1:8000/v1> <api key>
 import assert from 'node:assert/strict';
 import OpenAI from 'openai';
@@ -46,9 +47,22 @@ for await (const chunk of chatStream) {
 assert.equal(chatStreamed, reply.content);
 assert.equal(usage.completion_tokens, 12);
 
+// Tools and chat_template_kwargs (vLLM's field, sent as an extra body parameter) reach the chat template;
+// stories260K has none, so the built-in llama2 template renders, and refuses a tool message with a 400.
+const tools = [{ type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+const withTools = await client.chat.completions.create({ model, messages, tools, tool_choice: 'auto', max_tokens: 12, temperature: 0,
+                                                        chat_template_kwargs: { enable_thinking: false } });
+assert.equal(withTools.choices[0].message.content, reply.content);  // llama2 ignores tools: the same prompt
+await assert.rejects(
+  client.chat.completions.create({ model, tools, max_tokens: 4, messages: [
+    ...messages,
+    { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+    { role: 'tool', tool_call_id: 'c1', content: '22 C' }] }),
+  (err) => err instanceof OpenAI.BadRequestError && err.param === 'messages' && /llama2 chat template/.test(err.message));
+
 await assert.rejects(client.completions.create({ model: 'gpt-4', prompt: 'x', max_tokens: 1 }),
                      (err) => err instanceof OpenAI.NotFoundError && err.code === 'model_not_found');
 await assert.rejects(client.completions.create({ model, prompt: 'x', temperature: 9 }),
                      (err) => err instanceof OpenAI.BadRequestError && err.param === 'temperature');
 
-console.log(`openai client: completion, streamed completion, chat completion (plain and streamed), errors: ok`);
+console.log(`openai client: completion, streamed completion, chat completion (plain, streamed, with tools), errors: ok`);

@@ -59,12 +59,13 @@ TEST_SUITE("serve generation") {
   TEST_CASE("greedy /v1/chat/completions equals the reference continuation of the templated prompt") {
     const uint16_t port = stories_server().port();
     engine::LoadedModel loaded = engine::load_model(stories_gguf());
-    const server::ChatTemplate llama2(server::ChatTemplateKind::Llama2, loaded.tokenizer);
+    const server::ChatTemplate llama2(server::choose_chat_template("llama2", {}), loaded.tokenizer);
     for (const GoldenCase& g : golden_cases()) {
       if (g.prompt.empty()) continue;
       CAPTURE(g.prompt);
-      const std::vector<server::ChatMessage> messages = {{"user", g.prompt}};
-      const std::vector<int32_t> ids = llama2.encode(messages);
+      server::ChatInput input;
+      input.messages = {{{"role", "user"}, {"content", g.prompt}}};
+      const std::vector<int32_t> ids = llama2.encode(llama2.render(input));
       const std::string expected = offline_greedy_text(ids, 48);
       const json body = greedy({{"model", "stories260K"}, {"messages", {{{"role", "user"}, {"content", g.prompt}}}}}, 48);
 
