@@ -1,5 +1,4 @@
-// Random-weight Llama models, created deterministically: the built-in default model and the
-// benchmark shapes of `inflight make-model`. Each comes with a synthetic sentencepiece vocabulary
+// Random-weight Llama models, created deterministically: the benchmark shapes of `inflight make-model`. Each comes with a synthetic sentencepiece vocabulary
 // (byte-fallback tokens + generated pieces) embedded in the GGUF, so the file stands alone.
 #pragma once
 #include <cstdint>
@@ -21,11 +20,7 @@ struct ModelShape {
   int max_seq_len = 0;
 };
 
-// The built-in default model: preset "tiny", F32 weights, this seed.
-inline constexpr const char* kBuiltinModelPreset = "tiny";
-inline constexpr uint64_t kBuiltinModelSeed = 0x1f1e33;
-
-// Presets: "tiny" (the built-in default), "smollm-135m", "tinyllama-1.1b".
+// Presets: "tiny" (make-model's default), "smollm-135m", "tinyllama-1.1b".
 const std::vector<ModelShape>& model_presets();
 // nullptr when no preset has that name.
 const ModelShape* find_preset(const std::string& name);
@@ -37,7 +32,7 @@ const ModelShape* find_preset(const std::string& name);
 // Throws std::invalid_argument for an inconsistent shape (heads not dividing dim, vocab_size < 260,
 // Q8_0 with dim or ffn_dim not a multiple of 32), std::runtime_error on I/O errors.
 void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed);
-// The same, as bytes in memory (used for the built-in model).
+// The same, as bytes in memory.
 std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed);
 
 }  // namespace inflight::engine

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "engine/builtin_model.h"
+#include "engine/default_model.h"
 #include "engine/gguf.h"
 #include "engine/load_error.h"
 #include "engine/safetensors.h"
@@ -439,9 +439,7 @@ LoadedModel load_model(const std::string& path) {
 }
 
 LoadedModel load_builtin_model() {
-  const ModelShape* shape = find_preset(kBuiltinModelPreset);
-  auto bytes = std::make_shared<const std::vector<uint8_t>>(random_model_gguf(*shape, kernels::DType::F32, kBuiltinModelSeed));
-  return load_gguf(GgufFile::from_memory(std::move(bytes), "<builtin:" + shape->name + ">"));
+  return load_gguf(GgufFile::from_static(default_model_gguf(), std::string("<builtin:") + kDefaultModelName + ">"));
 }
 
 }  // namespace inflight::engine

@@ -20,8 +20,7 @@ struct LoadedModel {
 // (HF layout: rotate-half RoPE). Throws LoadError naming the file and the tensor/key at fault.
 LoadedModel load_model(const std::string& path);
 
-// The built-in default model: a small Llama-architecture GQA model with random weights, created
-// deterministically in memory (see builtin_model.h).
+// The built-in default model: stories260K, trained, embedded in the executable (see default_model.h).
 LoadedModel load_builtin_model();
 
 }  // namespace inflight::engine

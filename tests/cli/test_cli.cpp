@@ -17,12 +17,16 @@ CommandResult run(const std::string& args, bool stdout_only = false) {
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("generate with no arguments runs the built-in model and says its weights are random") {
+  TEST_CASE("generate with no arguments runs the built-in stories260K model and writes English") {
     const CommandResult r = run("generate -n 16");
     CHECK(r.status == 0);
-    CHECK(r.output.find("RANDOM weights") != std::string::npos);
+    CHECK(r.output.find("stories260K") != std::string::npos);
     CHECK(r.output.find("--model") != std::string::npos);
     CHECK(r.output.find("tok/s") != std::string::npos);
+    // Greedy, the built-in model continues the prompt as run.c does with stories260K.
+    const CommandResult g = run("generate -n 20 --temperature 0", true);
+    CHECK(g.status == 0);
+    CHECK(g.output.find("Once upon a time, there was a little girl named Lily.") != std::string::npos);
   }
 
   TEST_CASE("generate on stories260K greedy prints the golden continuation") {
