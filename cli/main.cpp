@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   inflight::cli::add_make_model_command(app);
   inflight::cli::add_serve_command(app);
   inflight::cli::add_bench_command(app);
+  inflight::cli::add_tokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

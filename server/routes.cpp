@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/completion_job.h"
 #include "server/completions.h"
+#include "server/tokenize.h"
 
 namespace inflight::server {
 
@@ -42,7 +43,9 @@ constexpr Route kRoutes[] = {{"/health", http::verb::get, false},
                              {"/v1/models", http::verb::get, false},
                              {"/v1/models/", http::verb::get, true},
                              {"/v1/completions", http::verb::post, false},
-                             {"/v1/chat/completions", http::verb::post, false}};
+                             {"/v1/chat/completions", http::verb::post, false},
+                             {"/tokenize", http::verb::post, false},
+                             {"/detokenize", http::verb::post, false}};
 
 }  // namespace
 
@@ -110,6 +113,8 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
 
   const ModelContext& model = require_model();
   const json body = parse_body(request);
+  if (route == "/tokenize") return json_response(200, tokenize_response(body, model), retry_after);
+  if (route == "/detokenize") return json_response(200, detokenize_response(body, model), retry_after);
   CompletionRequest parsed =
       route == "/v1/chat/completions" ? parse_chat_request(body, model) : parse_completion_request(body, model);
   CompletionJob::start(state_, model, std::move(parsed), channel, request_line);

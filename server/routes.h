@@ -7,6 +7,7 @@
 //   GET  /v1/models              the served model (also GET /v1/models/{name})
 //   POST /v1/completions         see completions.h
 //   POST /v1/chat/completions
+//   POST /tokenize, /detokenize  see tokenize.h
 #pragma once
 #include <memory>
 #include <optional>

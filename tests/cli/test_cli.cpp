@@ -68,6 +68,15 @@ TEST_SUITE("cli") {
     r = run("make-model --preset nope");
     CHECK(r.status == 1);
     CHECK(r.output.find("nope") != std::string::npos);
+    r = run("make-model --format hf");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("--tokenizer") != std::string::npos);
+    r = run("make-model --tokenizer /nonexistent/tok");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("/nonexistent/tok") != std::string::npos);
+    r = run("make-model --format onnx");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("onnx") != std::string::npos);
     r = run("generate --top-p 0");
     CHECK(r.status == 1);
     CHECK(r.output.find("top_p") != std::string::npos);
