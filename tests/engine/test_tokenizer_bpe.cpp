@@ -130,6 +130,33 @@ TEST_SUITE("tokenizer_bpe") {
     CHECK(stream_text(t, t.encode("a girl", true), t.encode("the", false)) == " the");
   }
 
+  TEST_CASE("Metaspace pre-tokenizer (prepend_scheme first) and decoder, Digits, NFKC, Lowercase") {
+    test::TempDir dir("bpe");
+    test::write_tiny_metaspace_tokenizer(dir.path);
+    json tok = read_json(dir.path / "tokenizer.json");
+    const json vocab = tok["model"]["vocab"];
+    auto id = [&](const char* piece) { return vocab.at(piece).get<int32_t>(); };
+    tok["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFKC"}}, {{"type", "Lowercase"}}}}};
+    tok["pre_tokenizer"] = {{"type", "Sequence"},
+                            {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}},
+                                               {{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"},
+                                                {"split", true}}}}};
+    tok["decoder"] = {{"type", "Sequence"},
+                      {"decoders", {{{"type", "Metaspace"}, {"replacement", "▁"}, {"prepend_scheme", "first"}},
+                                    {{"type", "ByteFallback"}},
+                                    {{"type", "Fuse"}}}}};
+    std::ofstream(dir.path / "tokenizer.json") << tok.dump();
+    const Tokenizer t = load(dir);
+    // "The 42 girl": lowercased; digits alone (and, not in the vocabulary, as bytes); "▁" joins the next word.
+    CHECK(t.encode("The 42 girl", false) ==
+          std::vector<int32_t>{id("▁the"), id("▁"), id("<0x34>"), id("<0x32>"), id("▁girl")});
+    CHECK(t.decode(t.encode("The 42 girl", true)) == "the 42 girl");
+    // NFKC folds the ligature; after a special token the prefix is not prepended ("first").
+    CHECK(t.encode("\uFB01", false) == std::vector<int32_t>{id("▁"), id("f"), id("i")});
+    CHECK(t.encode("<s>the", false) == std::vector<int32_t>{1, id("t"), id("h"), id("e")});
+    CHECK(stream_text(t, {1}, t.encode("the girl", false)) == "the girl");
+  }
+
   TEST_CASE("make-model exports: GGUF gpt2 vocabulary and Hugging Face folder give the tokenizer.json ids") {
     test::TempDir dir("bpe");
     const int n = test::write_tiny_byte_level_tokenizer(dir.path / "tok");
