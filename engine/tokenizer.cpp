@@ -53,7 +53,7 @@ Tokenizer Tokenizer::from_vocab(const Vocab& vocab, const std::string& where) {
     t.suffix_ids_ = spec.suffix_ids;
     t.backend_ = std::make_unique<BpeTokenizer>(std::move(spec));
     t.kind_ = "bpe";
-    t.add_special_ = !t.prefix_ids_.empty() || !t.suffix_ids_.empty();
+    t.add_special_ = !t.prefix_ids_.empty();  // BOS first; callers pass add_bos() as add_special
   } else {
     t.backend_ = SentencePieceTokenizer::from_vocab(vocab, where);
     t.add_special_ = vocab.add_bos;
@@ -75,7 +75,7 @@ Tokenizer Tokenizer::from_tokenizer_json(const std::string& path, const std::str
   t.suffix_ids_ = spec.suffix_ids;
   t.bos_id_ = spec.bos_id;
   t.eos_id_ = spec.eos_id;
-  t.add_special_ = !t.prefix_ids_.empty() || !t.suffix_ids_.empty();
+  t.add_special_ = !t.prefix_ids_.empty();  // BOS first; callers pass add_bos() as add_special
   t.backend_ = std::make_unique<BpeTokenizer>(std::move(spec));
   t.kind_ = "bpe";
   return t;

@@ -58,7 +58,8 @@ class Tokenizer {
   int vocab_size() const;
   int32_t bos_id() const { return bos_id_; }
   int32_t eos_id() const { return eos_id_; }
-  // Whether encode adds special tokens by default (tokenizer.ggml.add_bos_token, add_bos_token, ...).
+  // Whether prompts get BOS (tokenizer.ggml.add_bos_token, add_bos_token, the post_processor's template);
+  // callers pass it as encode's add_special, which then also appends the EOS of a tokenizer that adds one.
   bool add_bos() const { return add_special_; }
   // "sentencepiece" or "bpe".
   const char* kind() const { return kind_; }
