@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <sys/wait.h>
 
@@ -53,6 +54,21 @@ TEST_SUITE("cli") {
       CHECK(g.output.size() > std::string("Once upon a time").size());
       CHECK(run("generate -m " + path + " -n 8 --seed 3", true).output == g.output);  // same seed, same text
     }
+  }
+
+  TEST_CASE("tokenize (the test command) answers each JSON line, a bad line with an error") {
+    inflight::test::TempDir dir("cli");
+    std::ofstream(dir / "in.jsonl") << "{\"text\": \"Once upon a time\", \"add_special_tokens\": true}\n"
+                                    << "not json\n"
+                                    << "{\"ids\": [1, 403, 407, 261, 378]}\n"
+                                    << "{\"ids\": [9999]}\n";
+    const CommandResult r = run("tokenize --tokenizer " + inflight::test::stories_gguf() + " < " + (dir / "in.jsonl"), true);
+    CHECK(r.status == 0);
+    CHECK(r.output == "{\"ids\":[1,403,407,261,378],\"text\":\"Once upon a time\"}\n"
+                      "{\"error\":\"each line must be a JSON object\"}\n"
+                      "{\"text\":\"Once upon a time\"}\n"
+                      "{\"error\":\"token id 9999 is outside the vocabulary [0, 512)\"}\n");
+    CHECK(run("tokenize --tokenizer /nonexistent.gguf < /dev/null").status == 1);
   }
 
   TEST_CASE("bad flags and bad files are clear errors, not crashes") {
