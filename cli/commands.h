@@ -9,5 +9,6 @@ void add_make_model_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_render_template_command(CLI::App& app);
+void add_tokenize_command(CLI::App& app);  // hidden: tests and debugging
 
 }  // namespace inflight::cli

@@ -47,9 +47,9 @@ void run_generate(const GenerateFlags& f) {
 
   if (f.model.empty()) {
     std::fprintf(stderr,
-                 "inflight: no --model given: running the built-in default model. It has RANDOM weights, so its "
-                 "text is gibberish.\n          Serve a real model with --model path/to/model.gguf or "
-                 "--model path/to/hf-folder.\n");
+                 "inflight: no --model given: running the built-in default model, stories260K (a 260K-parameter "
+                 "model that writes short English stories).\n          Run another with --model "
+                 "path/to/model.gguf or --model path/to/hf-folder.\n");
   }
   engine::LoadedModel loaded = f.model.empty() ? engine::load_builtin_model() : engine::load_model(f.model);
   engine::Model model(std::move(loaded.weights));

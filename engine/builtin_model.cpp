@@ -6,6 +6,8 @@
 #include <stdexcept>
 
 #include "engine/gguf.h"
+#include "engine/tokenizer.h"
+#include "engine/tokenizer_bpe.h"
 
 namespace inflight::engine {
 
@@ -17,7 +19,8 @@ constexpr float kRmsEps = 1e-5f;
 constexpr double kRopeTheta = 10000.0;
 
 // GGUF token types (llama.cpp's llama_token_type).
-constexpr int64_t kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeByte = 6;
+constexpr int64_t kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4, kTypeUnused = 5,
+                  kTypeByte = 6;
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -155,10 +158,48 @@ void add_vocab(GgufWriter& w, int vocab_size) {
   w.set("tokenizer.ggml.add_space_prefix", true);
 }
 
-GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed) {
+// gpt2 (byte-level BPE) vocabulary of a real tokenizer, as llama.cpp's convert_hf_to_gguf.py writes it.
+void add_bpe_vocab(GgufWriter& w, const RealVocab& vocab) {
+  const BpeTokenizer* bpe = vocab.tokenizer->bpe();
+  if (bpe == nullptr) throw std::invalid_argument("--tokenizer: GGUF export needs a tokenizer.json BPE tokenizer");
+  const BpeSpec& spec = bpe->spec();
+  if (spec.gguf_pre.empty() || spec.byte_fallback)
+    throw std::invalid_argument(
+        "--format gguf: the tokenizer's pre-tokenizer is not one GGUF names (tokenizer.ggml.pre: gpt-2, llama-bpe, "
+        "qwen2, smollm); write a Hugging Face folder instead (--format hf)");
+  auto tokens = std::make_shared<GgufArray>();
+  auto types = std::make_shared<GgufArray>();
+  auto merges = std::make_shared<GgufArray>();
+  tokens->type = GgufType::String;
+  types->type = GgufType::I32;
+  merges->type = GgufType::String;
+  std::vector<int64_t> type_of(spec.tokens.size(), kTypeNormal);
+  for (const AddedToken& a : spec.added) type_of[size_t(a.id)] = a.special ? kTypeControl : kTypeUserDefined;
+  for (size_t i = 0; i < spec.tokens.size(); ++i) {
+    // NOTE: an id no entry names gets a unique placeholder, as convert_hf_to_gguf.py's [PAD<id>].
+    tokens->items.emplace_back(spec.tokens[i].empty() ? "[PAD" + std::to_string(i) + "]" : spec.tokens[i]);
+    types->items.emplace_back(spec.tokens[i].empty() ? kTypeUnused : type_of[i]);
+  }
+  for (const auto& [a, b] : spec.merges) merges->items.emplace_back(a + " " + b);
+  w.set("tokenizer.ggml.model", std::string("gpt2"));
+  w.set("tokenizer.ggml.pre", spec.gguf_pre);
+  w.set("tokenizer.ggml.tokens", tokens);
+  w.set("tokenizer.ggml.token_type", types);
+  w.set("tokenizer.ggml.merges", merges);
+  if (spec.bos_id >= 0) w.set("tokenizer.ggml.bos_token_id", uint64_t(spec.bos_id));
+  if (spec.eos_id >= 0) w.set("tokenizer.ggml.eos_token_id", uint64_t(spec.eos_id));
+  const bool add_bos = !spec.prefix_ids.empty(), add_eos = !spec.suffix_ids.empty();
+  if ((add_bos && spec.prefix_ids != std::vector<int32_t>{spec.bos_id}) ||
+      (add_eos && spec.suffix_ids != std::vector<int32_t>{spec.eos_id}))
+    throw std::invalid_argument("--format gguf: the tokenizer adds special tokens other than BOS / EOS around a text");
+  w.set("tokenizer.ggml.add_bos_token", add_bos);
+  w.set("tokenizer.ggml.add_eos_token", add_eos);
+  if (!vocab.chat_template.empty()) w.set("tokenizer.chat_template", vocab.chat_template);
+}
+
+GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed, const RealVocab* vocab) {
   check_shape(s, dtype);
   const int head_dim = s.dim / s.num_q_heads;
-  const int kv_dim = s.num_kv_heads * head_dim;
   GgufWriter w;
   w.set("general.architecture", std::string("llama"));
   w.set("general.name", s.name);
@@ -175,19 +216,30 @@ GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed)
   w.set("llama.rope.dimension_count", uint64_t(head_dim));
   w.set("llama.rope.freq_base", kRopeTheta);
   w.set("llama.vocab_size", uint64_t(s.vocab_size));
-  add_vocab(w, s.vocab_size);
+  if (vocab) add_bpe_vocab(w, *vocab);
+  else add_vocab(w, s.vocab_size);
+  for_each_random_tensor(s, dtype, seed, [&](RandomTensor t) { w.add_tensor(t.name, t.ne, t.dtype, std::move(t.fill)); });
+  return w;
+}
 
+}  // namespace
+
+void for_each_random_tensor(const ModelShape& s, kernels::DType dtype, uint64_t seed,
+                            const std::function<void(RandomTensor)>& add) {
+  check_shape(s, dtype);
+  const int head_dim = s.dim / s.num_q_heads;
+  const int kv_dim = s.num_kv_heads * head_dim;
   const uint64_t seed_key = splitmix64(seed);
   // A weight [rows (out), cols (in)]: GGUF ne = {cols, rows}.
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float std) {
     const RandomMatrix m{splitmix64(seed_key ^ fnv1a(name)), std, rows, cols, dtype};
-    w.add_tensor(name, {cols, rows}, dtype, [m](uint8_t* dst) { m.write(dst); });
+    add({name, {cols, rows}, dtype, [m](uint8_t* dst) { m.write(dst); }});
   };
   auto ones = [&](const std::string& name, int64_t n) {
-    w.add_tensor(name, {n}, kernels::DType::F32, [n](uint8_t* dst) {
-      const float one = 1.0f;
-      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + 4 * i, &one, 4);
-    });
+    add({name, {n}, kernels::DType::F32, [n](uint8_t* dst) {
+           const float one = 1.0f;
+           for (int64_t i = 0; i < n; ++i) std::memcpy(dst + 4 * i, &one, 4);
+         }});
   };
   auto fan_in = [](int64_t n) { return 1.0f / std::sqrt(float(n)); };
   matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);
@@ -205,10 +257,7 @@ GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed)
   }
   ones("output_norm.weight", s.dim);
   matrix("output.weight", s.vocab_size, s.dim, fan_in(s.dim));
-  return w;
 }
-
-}  // namespace
 
 const std::vector<ModelShape>& model_presets() {
   static const std::vector<ModelShape> presets = {
@@ -226,12 +275,13 @@ const ModelShape* find_preset(const std::string& name) {
   return nullptr;
 }
 
-void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed) {
-  make_writer(shape, dtype, seed).write_file(path);
+void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+                        const RealVocab* vocab) {
+  make_writer(shape, dtype, seed, vocab).write_file(path);
 }
 
 std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed) {
-  return make_writer(shape, dtype, seed).write_memory();
+  return make_writer(shape, dtype, seed, nullptr).write_memory();
 }
 
 }  // namespace inflight::engine

@@ -1,8 +1,8 @@
-// Random-weight Llama models, created deterministically: the built-in default model and the
-// benchmark shapes of `inflight make-model`. Each comes with a synthetic sentencepiece vocabulary
+// Random-weight Llama models, created deterministically: the benchmark shapes of `inflight make-model`. Each comes with a synthetic sentencepiece vocabulary
 // (byte-fallback tokens + generated pieces) embedded in the GGUF, so the file stands alone.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,14 +21,19 @@ struct ModelShape {
   int max_seq_len = 0;
 };
 
-// The built-in default model: preset "tiny", F32 weights, this seed.
-inline constexpr const char* kBuiltinModelPreset = "tiny";
-inline constexpr uint64_t kBuiltinModelSeed = 0x1f1e33;
-
-// Presets: "tiny" (the built-in default), "smollm-135m", "tinyllama-1.1b".
+// Presets: "tiny" (make-model's default), "smollm-135m", "tinyllama-1.1b".
 const std::vector<ModelShape>& model_presets();
 // nullptr when no preset has that name.
 const ModelShape* find_preset(const std::string& name);
+
+class Tokenizer;
+
+// A real vocabulary for a random model (make-model --tokenizer): the tokenizer (a tokenizer.json BPE one for
+// GGUF) and its chat template ("" for none).
+struct RealVocab {
+  const Tokenizer* tokenizer = nullptr;
+  std::string chat_template;
+};
 
 // Writes a GGUF file of `shape` with weights of `dtype` (F32, F16, BF16 or Q8_0), seeded by `seed`,
 // streaming one tensor at a time. Norm weights are F32 ones. Element i of a tensor depends only on
@@ -36,8 +41,33 @@ const ModelShape* find_preset(const std::string& name);
 // uniform with std 1/sqrt(in features), the embedding with std 1, so activations stay O(1).
 // Throws std::invalid_argument for an inconsistent shape (heads not dividing dim, vocab_size < 260,
 // Q8_0 with dim or ffn_dim not a multiple of 32), std::runtime_error on I/O errors.
-void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed);
-// The same, as bytes in memory (used for the built-in model).
+// With `vocab`, the file carries that vocabulary as tokenizer.ggml.model = "gpt2" (tokens, token types,
+// merges, pre, BOS / EOS and whether they are added) and its chat template; only byte-level BPE tokenizers
+// whose pre-tokenizer GGUF names (gpt-2, llama-bpe, qwen2, smollm) can be written (std::invalid_argument).
+void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+                        const RealVocab* vocab = nullptr);
+// The same, as bytes in memory.
 std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed);
+
+// The same model as a Hugging Face folder: config.json (LlamaForCausalLM), generation_config.json,
+// model.safetensors (F32, F16 or BF16 matrices, F32 norms; the values of the GGUF of the same seed, with
+// q/k rows in the rotate-half order the HF layout uses), and the tokenizer files of `tokenizer_dir` copied
+// (tokenizer.json, tokenizer_config.json, and chat_template.jinja, special_tokens_map.json where present).
+// Throws std::invalid_argument for a bad shape or dtype, std::runtime_error on I/O errors.
+void write_random_model_hf(const std::string& folder, const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+                           const Tokenizer& tokenizer, const std::string& tokenizer_dir);
+
+// One tensor of a random model, in GGUF terms: name ("blk.0.attn_q.weight"), ne (fastest first), dtype, and
+// the callback that writes its bytes.
+struct RandomTensor {
+  std::string name;
+  std::vector<int64_t> ne;
+  kernels::DType dtype;
+  std::function<void(uint8_t* dst)> fill;
+};
+// Every tensor of the random model of `shape`, in file order (what the writers above and the Hugging Face
+// export stream). Throws std::invalid_argument for an inconsistent shape.
+void for_each_random_tensor(const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+                            const std::function<void(RandomTensor)>& add);
 
 }  // namespace inflight::engine

@@ -295,6 +295,10 @@ GgufFile GgufFile::from_memory(std::shared_ptr<const std::vector<uint8_t>> bytes
   return GgufParser::parse(name, data, size, std::shared_ptr<const void>(std::move(bytes)));
 }
 
+GgufFile GgufFile::from_static(std::span<const uint8_t> bytes, const std::string& name) {
+  return GgufParser::parse(name, bytes.data(), bytes.size(), std::shared_ptr<const void>());
+}
+
 const GgufValue* GgufFile::find(const std::string& key) const {
   auto it = kv_.find(key);
   return it == kv_.end() ? nullptr : &it->second;

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <variant>
 #include <vector>
@@ -43,8 +44,10 @@ class GgufFile {
   // Throws LoadError naming the file (and the key or tensor) on any malformed, truncated or
   // unsupported content.
   static GgufFile open(const std::string& path);
-  // Parses a GGUF image held in memory (the built-in model); `name` stands for the path in errors.
+  // Parses a GGUF image held in memory; `name` stands for the path in errors.
   static GgufFile from_memory(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name);
+  // The same over bytes that outlive every use (the executable's read-only data: the default model).
+  static GgufFile from_static(std::span<const uint8_t> bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
   uint32_t version() const { return version_; }

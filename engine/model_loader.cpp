@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "engine/builtin_model.h"
+#include "engine/default_model.h"
 #include "engine/gguf.h"
 #include "engine/load_error.h"
 #include "engine/safetensors.h"
@@ -224,18 +224,23 @@ ModelConfig gguf_config(const GgufFile& g) {
   return c;
 }
 
-Vocab gguf_vocab(const GgufFile& g, const ModelConfig& c) {
+Vocab gguf_vocab(const GgufFile& g, int vocab_size) {
   const std::string& path = g.path();
   Vocab v;
   const auto model = g.get_string("tokenizer.ggml.model");
   if (!model) throw_load_error(path, "missing key tokenizer.ggml.model");
-  if (*model != "llama") throw_load_error(path, "unsupported tokenizer " + *model + " (supported: llama)");
+  if (*model != "llama" && *model != "gpt2")
+    throw_load_error(path, "unsupported tokenizer " + *model + " (supported: llama, gpt2)");
   v.model = *model;
   v.tokens = g.get_string_array("tokenizer.ggml.tokens");
   if (v.tokens.empty()) throw_load_error(path, "missing key tokenizer.ggml.tokens");
-  if (v.tokens.size() > size_t(c.vocab_size))
+  if (vocab_size > 0 && v.tokens.size() > size_t(vocab_size))
     throw_load_error(path, "key tokenizer.ggml.tokens has " + std::to_string(v.tokens.size()) +
-                               " tokens, more than the model's vocabulary of " + std::to_string(c.vocab_size));
+                               " tokens, more than the model's vocabulary of " + std::to_string(vocab_size));
+  if (v.model == "gpt2") {
+    v.merges = g.get_string_array("tokenizer.ggml.merges");
+    v.pre = g.get_string("tokenizer.ggml.pre").value_or("default");
+  }
   for (double s : g.get_float_array("tokenizer.ggml.scores")) v.scores.push_back(float(s));
   for (int64_t t : g.get_int_array("tokenizer.ggml.token_type")) {
     if (t < 0 || t > 6) throw_load_error(path, "key tokenizer.ggml.token_type: bad type " + std::to_string(t));
@@ -258,7 +263,8 @@ Vocab gguf_vocab(const GgufFile& g, const ModelConfig& c) {
   v.bos_id = id("tokenizer.ggml.bos_token_id", 1);
   v.eos_id = id("tokenizer.ggml.eos_token_id", 2);
   v.pad_id = id("tokenizer.ggml.padding_token_id", -1);
-  v.add_bos = g.get_bool("tokenizer.ggml.add_bos_token").value_or(true);
+  v.add_bos = g.get_bool("tokenizer.ggml.add_bos_token").value_or(v.model == "llama");
+  v.add_eos = g.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.add_space_prefix = g.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
   return v;
 }
@@ -276,7 +282,8 @@ LoadedModel load_gguf(const GgufFile& g) {
       },
       g.path(), w);
   binder.bind_all(kGgufNames, false);
-  Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config), g.path());
+  Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config.vocab_size), g.path());
+  tokenizer.pad_vocab(w.config.vocab_size);
   return LoadedModel{std::move(w), std::move(tokenizer), g.get_string("tokenizer.chat_template").value_or("")};
 }
 
@@ -408,6 +415,15 @@ std::string hf_chat_template(const fs::path& dir) {
   return {};
 }
 
+// tokenizer.json (with tokenizer_config.json) when present, else sentencepiece's tokenizer.model.
+Tokenizer hf_tokenizer(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(dir / "tokenizer.json", ec))
+    return Tokenizer::from_tokenizer_json((dir / "tokenizer.json").string(), (dir / "tokenizer_config.json").string());
+  if (fs::is_regular_file(dir / "tokenizer.model", ec)) return Tokenizer::from_file((dir / "tokenizer.model").string());
+  throw_load_error(dir.string(), "no tokenizer.json or tokenizer.model (a Hugging Face folder needs one)");
+}
+
 LoadedModel load_hf(const std::string& folder) {
   const fs::path dir(folder);
   const JsonConfig config((dir / "config.json").string());
@@ -424,15 +440,11 @@ LoadedModel load_hf(const std::string& folder) {
       folder, w);
   binder.bind_all(kHfNames, w.config.tied_embeddings);
 
-  const fs::path tokenizer_path = dir / "tokenizer.model";
-  std::error_code ec;
-  if (!fs::is_regular_file(tokenizer_path, ec))
-    throw_load_error(tokenizer_path.string(), "missing tokenizer.model (needed for a Hugging Face folder)");
-  Tokenizer tokenizer = Tokenizer::from_file(tokenizer_path.string());
+  Tokenizer tokenizer = hf_tokenizer(dir);
   if (tokenizer.vocab_size() > w.config.vocab_size)
-    throw_load_error(tokenizer_path.string(), "has " + std::to_string(tokenizer.vocab_size()) +
-                                                  " pieces, more than the model's vocabulary of " +
-                                                  std::to_string(w.config.vocab_size));
+    throw_load_error(folder, "the tokenizer has " + std::to_string(tokenizer.vocab_size()) +
+                                 " tokens, more than the model's vocabulary of " + std::to_string(w.config.vocab_size));
+  tokenizer.pad_vocab(w.config.vocab_size);
   return LoadedModel{std::move(w), std::move(tokenizer), hf_chat_template(dir)};
 }
 
@@ -444,10 +456,18 @@ LoadedModel load_model(const std::string& path) {
   return load_gguf(GgufFile::open(path));
 }
 
+Tokenizer load_tokenizer(const std::string& path) {
+  std::error_code ec;
+  const fs::path p(path);
+  if (fs::is_directory(p, ec)) return hf_tokenizer(p);
+  if (p.filename() == "tokenizer.json") return Tokenizer::from_tokenizer_json(path, (p.parent_path() / "tokenizer_config.json").string());
+  if (p.extension() == ".model") return Tokenizer::from_file(path);
+  const GgufFile g = GgufFile::open(path);
+  return Tokenizer::from_vocab(gguf_vocab(g, 0), path);
+}
+
 LoadedModel load_builtin_model() {
-  const ModelShape* shape = find_preset(kBuiltinModelPreset);
-  auto bytes = std::make_shared<const std::vector<uint8_t>>(random_model_gguf(*shape, kernels::DType::F32, kBuiltinModelSeed));
-  return load_gguf(GgufFile::from_memory(std::move(bytes), "<builtin:" + shape->name + ">"));
+  return load_gguf(GgufFile::from_static(default_model_gguf(), std::string("<builtin:") + kDefaultModelName + ">"));
 }
 
 }  // namespace inflight::engine

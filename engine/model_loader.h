@@ -16,12 +16,15 @@ struct LoadedModel {
 };
 
 // `path` is a .gguf file (GGUF/Meta RoPE layout: adjacent pairs) or a folder with config.json,
-// model.safetensors or sharded *.safetensors + model.safetensors.index.json, and tokenizer.model
-// (HF layout: rotate-half RoPE). Throws LoadError naming the file and the tensor/key at fault.
+// model.safetensors or sharded *.safetensors + model.safetensors.index.json, and tokenizer.json (with
+// tokenizer_config.json) or tokenizer.model (HF layout: rotate-half RoPE). Throws LoadError naming the file and the tensor/key at fault.
 LoadedModel load_model(const std::string& path);
 
-// The built-in default model: a small Llama-architecture GQA model with random weights, created
-// deterministically in memory (see builtin_model.h).
+// The tokenizer alone: a Hugging Face folder (tokenizer.json or tokenizer.model), a tokenizer.json or
+// tokenizer.model file, or a .gguf file's vocabulary. Throws LoadError.
+Tokenizer load_tokenizer(const std::string& path);
+
+// The built-in default model: stories260K, trained, embedded in the executable (see default_model.h).
 LoadedModel load_builtin_model();
 
 }  // namespace inflight::engine

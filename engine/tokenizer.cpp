@@ -1,271 +1,134 @@
 #include "engine/tokenizer.h"
 
-#include <sentencepiece_processor.h>
-
-#include <algorithm>
-#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <stdexcept>
-#include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "engine/load_error.h"
+#include "engine/tokenizer_bpe.h"
+#include "engine/tokenizer_sentencepiece.h"
 
 namespace inflight::engine {
+
 namespace {
 
-constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's escaped space
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD, what a dangling byte decodes to
-
-// sentencepiece ModelProto.SentencePiece.Type; GGUF's tokenizer.ggml.token_type uses the same numbers.
-enum PieceType : int32_t { kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4, kUnused = 5, kByte = 6 };
-
-// Protobuf wire format (proto2), just what ModelProto needs. Field numbers are those of
-// sentencepiece_model.proto; checked against the bytes of a real tokenizer.model and by loading the
-// result (tests/engine/test_tokenizer.cpp).
-class ProtoWriter {
- public:
-  void varint(int field, int64_t v) {  // int32/enum/bool; negative int32 is sign-extended to 10 bytes
-    tag(field, 0);
-    raw_varint(uint64_t(v));
-  }
-  void fixed32(int field, float v) {
-    tag(field, 5);
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    for (int i = 0; i < 4; ++i) out_.push_back(char((bits >> (8 * i)) & 0xFF));
-  }
-  void bytes(int field, std::string_view v) {
-    tag(field, 2);
-    raw_varint(v.size());
-    out_.append(v);
-  }
-  const std::string& str() const { return out_; }
-
- private:
-  void tag(int field, int wire_type) { raw_varint(uint64_t(field) << 3 | uint64_t(wire_type)); }
-  void raw_varint(uint64_t v) {
-    for (; v >= 0x80; v >>= 7) out_.push_back(char((v & 0x7F) | 0x80));
-    out_.push_back(char(v));
-  }
-  std::string out_;
-};
-
-namespace field {
-constexpr int kModelPieces = 1, kModelTrainerSpec = 2, kModelNormalizerSpec = 3;
-constexpr int kPiecePiece = 1, kPieceScore = 2, kPieceType = 3;
-constexpr int kTrainerModelType = 3, kTrainerVocabSize = 4, kTrainerByteFallback = 35, kTrainerUnkId = 40,
-              kTrainerBosId = 41, kTrainerEosId = 42, kTrainerPadId = 43, kTrainerUnkPiece = 45,
-              kTrainerBosPiece = 46, kTrainerEosPiece = 47, kTrainerPadPiece = 48;
-constexpr int kNormName = 1, kNormCharsMap = 2, kNormAddDummyPrefix = 3, kNormRemoveExtraWhitespaces = 4,
-              kNormEscapeWhitespaces = 5;
-constexpr int kModelTypeBpe = 2;
-}  // namespace field
-
-bool is_byte_piece(std::string_view p) {
-  auto hex = [](char c) { return (c >= '0' && c <= '9') || (c >= 'A' && c <= 'F'); };
-  return p.size() == 6 && p.substr(0, 3) == "<0x" && hex(p[3]) && hex(p[4]) && p[5] == '>';
-}
-
-std::vector<int32_t> infer_types(const Vocab& v) {
-  const int32_t n = int32_t(v.tokens.size());
-  std::vector<int32_t> types(v.tokens.size(), kNormal);
-  for (int32_t i = 0; i < n; ++i) {
-    const std::string& t = v.tokens[i];
-    if (is_byte_piece(t)) types[i] = kByte;
-    else if (t == "<unk>") types[i] = kUnknown;
-    else if (t == "<s>" || t == "</s>") types[i] = kControl;
-  }
-  for (int32_t id : {v.bos_id, v.eos_id, v.pad_id})
-    if (id >= 0 && id < n) types[id] = kControl;
-  if (v.unk_id >= 0 && v.unk_id < n) types[v.unk_id] = kUnknown;
-  return types;
-}
-
-// The vocabulary as a serialized sentencepiece ModelProto, or LoadError naming `where`.
-//
-// Model type: llama.cpp tokenizes a "llama" vocabulary by repeatedly merging the adjacent pair whose
-// merged piece has the highest score, which is what sentencepiece's BPE model does with these scores
-// (Llama 1/2's own tokenizer.model is BPE too). Unigram would run Viterbi over the scores instead.
-// Normalizer: identity with remove_extra_whitespaces off, because llama.cpp (like llama2.c's run.c)
-// keeps spaces literally; "a  b" must keep both spaces.
-std::string build_model_proto(const Vocab& v, const std::string& where) {
-  if (v.model != "llama")
-    throw_load_error(where, "unsupported tokenizer model '" + v.model +
-                                "' (only 'llama', a sentencepiece vocabulary, is supported)");
-  const size_t n = v.tokens.size();
-  if (n == 0) throw_load_error(where, "the vocabulary has no tokens (tokenizer.ggml.tokens)");
-  if (n > size_t(INT32_MAX)) throw_load_error(where, "the vocabulary is too large");
-  if (!v.scores.empty() && v.scores.size() != n)
-    throw_load_error(where, "tokenizer.ggml.scores has " + std::to_string(v.scores.size()) +
-                                " entries but tokenizer.ggml.tokens has " + std::to_string(n));
-  if (!v.types.empty() && v.types.size() != n)
-    throw_load_error(where, "tokenizer.ggml.token_type has " + std::to_string(v.types.size()) +
-                                " entries but tokenizer.ggml.tokens has " + std::to_string(n));
-  auto check_id = [&](const char* name, int32_t id, bool optional) {
-    if ((optional && id == -1) || (id >= 0 && size_t(id) < n)) return;
-    throw_load_error(where, std::string(name) + " " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                std::to_string(n) + ")");
-  };
-  check_id("unknown token id", v.unk_id, false);
-  check_id("BOS token id", v.bos_id, true);
-  check_id("EOS token id", v.eos_id, true);
-  check_id("padding token id", v.pad_id, true);
-  if (v.add_bos && v.bos_id < 0) throw_load_error(where, "add_bos_token is set but there is no BOS token");
-
-  std::vector<int32_t> types = v.types.empty() ? infer_types(v) : v.types;
-  bool has_unknown = false, has_bytes = false;
-  std::unordered_map<std::string_view, size_t> seen;
-  seen.reserve(n);
-  for (size_t i = 0; i < n; ++i) {
-    const std::string& t = v.tokens[i];
-    if (t.empty()) throw_load_error(where, "token " + std::to_string(i) + " is an empty piece");
-    if (auto [it, fresh] = seen.emplace(t, i); !fresh)
-      throw_load_error(where, "duplicate piece '" + t + "' (ids " + std::to_string(it->second) + " and " +
-                                  std::to_string(i) + ")");
-    if (types[i] < kNormal || types[i] > kByte)
-      throw_load_error(where, "token " + std::to_string(i) + " has unknown token type " +
-                                  std::to_string(types[i]));
-    has_unknown |= types[i] == kUnknown;
-    has_bytes |= types[i] == kByte;
-  }
-  // sentencepiece finds <unk> by its type; some converters mark it normal.
-  if (!has_unknown) types[v.unk_id] = kUnknown;
-
-  ProtoWriter model;
-  for (size_t i = 0; i < n; ++i) {
-    ProtoWriter p;
-    p.bytes(field::kPiecePiece, v.tokens[i]);
-    p.fixed32(field::kPieceScore, v.scores.empty() ? 0.0f : v.scores[i]);
-    p.varint(field::kPieceType, types[i]);
-    model.bytes(field::kModelPieces, p.str());
-  }
-  ProtoWriter trainer;
-  trainer.varint(field::kTrainerModelType, field::kModelTypeBpe);
-  trainer.varint(field::kTrainerVocabSize, int64_t(n));
-  // sentencepiece insists on all 256 <0xXX> pieces when this is on and on none when it is off.
-  trainer.varint(field::kTrainerByteFallback, has_bytes);
-  trainer.varint(field::kTrainerUnkId, v.unk_id);
-  trainer.varint(field::kTrainerBosId, v.bos_id);
-  trainer.varint(field::kTrainerEosId, v.eos_id);
-  trainer.varint(field::kTrainerPadId, v.pad_id);
-  // The *_piece fields, not the *_id ones, are what SentencePieceProcessor::bos_id() etc. look up.
-  trainer.bytes(field::kTrainerUnkPiece, v.tokens[v.unk_id]);
-  if (v.bos_id >= 0) trainer.bytes(field::kTrainerBosPiece, v.tokens[v.bos_id]);
-  if (v.eos_id >= 0) trainer.bytes(field::kTrainerEosPiece, v.tokens[v.eos_id]);
-  if (v.pad_id >= 0) trainer.bytes(field::kTrainerPadPiece, v.tokens[v.pad_id]);
-  model.bytes(field::kModelTrainerSpec, trainer.str());
-  ProtoWriter norm;
-  norm.bytes(field::kNormName, "identity");
-  norm.bytes(field::kNormCharsMap, "");
-  norm.varint(field::kNormAddDummyPrefix, v.add_space_prefix);
-  norm.varint(field::kNormRemoveExtraWhitespaces, false);
-  norm.varint(field::kNormEscapeWhitespaces, true);
-  model.bytes(field::kModelNormalizerSpec, norm.str());
-  return model.str();
-}
-
-std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
-    s.replace(pos, from.size(), to);
-  return s;
-}
 
 bool ends_with_incomplete_utf8(std::string_view s) { return s.ends_with(kReplacement); }
 
-}  // namespace
-
-Tokenizer::Tokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp) : sp_(std::move(sp)) {
-  bos_id_ = sp_->bos_id();
-  eos_id_ = sp_->eos_id();
-  // The anchor must survive the leading-space strip with text left over, so that whatever follows it
-  // decodes as a continuation: a normal piece of a space and at least one non-space character.
-  const int n = sp_->GetPieceSize();
-  for (int id = 0; id < n && anchor_id_ < 0; ++id) {
-    if (sp_->IsControl(id) || sp_->IsUnknown(id) || sp_->IsUnused(id) || sp_->IsByte(id)) continue;
-    const std::string& p = sp_->IdToPiece(id);
-    if (p.size() > kSpace.size() && p.starts_with(kSpace) && !p.substr(kSpace.size()).starts_with(kSpace))
-      anchor_id_ = id;
-  }
-  if (anchor_id_ >= 0) {
-    anchor_text_ = decode(std::span<const int32_t>(&anchor_id_, 1));
-    anchor_literal_ = replace_all(sp_->IdToPiece(anchor_id_), kSpace, " ");
-  }
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_load_error(path, "cannot open");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw_load_error(path, "not valid JSON");
+  if (!j.is_object()) throw_load_error(path, "not a JSON object");
+  return j;
 }
+
+}  // namespace
 
 Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
 Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_file(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw_load_error(path, "no such tokenizer file");
-  if (!std::filesystem::is_regular_file(path, ec)) throw_load_error(path, "not a regular file");
-  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  if (auto st = sp->Load(path); !st.ok())
-    throw_load_error(path, "not a sentencepiece tokenizer model: " + st.ToString());
-  return Tokenizer(std::move(sp));
-}
-
-Tokenizer Tokenizer::from_vocab(const Vocab& vocab, const std::string& where) {
-  const std::string proto = build_model_proto(vocab, where);
-  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  if (auto st = sp->LoadFromSerializedProto(proto); !st.ok())
-    throw_load_error(where, "sentencepiece rejects the vocabulary: " + st.ToString());
-  Tokenizer t(std::move(sp));
-  t.bos_id_ = vocab.bos_id;
-  t.eos_id_ = vocab.eos_id;
-  t.add_bos_ = vocab.add_bos;
+  auto sp = SentencePieceTokenizer::from_file(path);
+  Tokenizer t;
+  t.bos_id_ = sp->bos_id();
+  t.eos_id_ = sp->eos_id();
+  if (t.bos_id_ >= 0) t.prefix_ids_ = {t.bos_id_};
+  t.backend_ = std::move(sp);
   return t;
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_bos) const {
-  std::vector<int> ids;
-  if (auto st = sp_->Encode(text, &ids); !st.ok())
-    throw std::runtime_error("sentencepiece encode failed: " + st.ToString());
+Tokenizer Tokenizer::from_vocab(const Vocab& vocab, const std::string& where) {
+  Tokenizer t;
+  if (vocab.model == "gpt2") {
+    BpeSpec spec = bpe_spec_from_vocab(vocab, where);
+    t.prefix_ids_ = spec.prefix_ids;
+    t.suffix_ids_ = spec.suffix_ids;
+    t.backend_ = std::make_unique<BpeTokenizer>(std::move(spec));
+    t.kind_ = "bpe";
+    t.add_special_ = !t.prefix_ids_.empty();  // BOS first; callers pass add_bos() as add_special
+  } else {
+    t.backend_ = SentencePieceTokenizer::from_vocab(vocab, where);
+    t.add_special_ = vocab.add_bos;
+    if (vocab.bos_id >= 0) t.prefix_ids_ = {vocab.bos_id};
+  }
+  t.bos_id_ = vocab.bos_id;
+  t.eos_id_ = vocab.eos_id;
+  return t;
+}
+
+Tokenizer Tokenizer::from_tokenizer_json(const std::string& path, const std::string& config_path) {
+  const nlohmann::json tok = read_json(path);
+  std::error_code ec;
+  const nlohmann::json config =
+      !config_path.empty() && std::filesystem::exists(config_path, ec) ? read_json(config_path) : nlohmann::json();
+  BpeSpec spec = bpe_spec_from_json(tok, config, path);
+  Tokenizer t;
+  t.prefix_ids_ = spec.prefix_ids;
+  t.suffix_ids_ = spec.suffix_ids;
+  t.bos_id_ = spec.bos_id;
+  t.eos_id_ = spec.eos_id;
+  t.add_special_ = !t.prefix_ids_.empty();  // BOS first; callers pass add_bos() as add_special
+  t.backend_ = std::make_unique<BpeTokenizer>(std::move(spec));
+  t.kind_ = "bpe";
+  return t;
+}
+
+const BpeTokenizer* Tokenizer::bpe() const { return dynamic_cast<const BpeTokenizer*>(backend_.get()); }
+
+void Tokenizer::pad_vocab(int model_vocab_size) {
+  if (auto* bpe = dynamic_cast<BpeTokenizer*>(backend_.get())) bpe->pad_vocab(model_vocab_size);
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special) const {
+  std::vector<int32_t> ids = backend_->encode(text);
+  if (!add_special) return ids;
   std::vector<int32_t> out;
-  out.reserve(ids.size() + 1);
-  if (add_bos && bos_id_ >= 0) out.push_back(bos_id_);
+  out.reserve(ids.size() + prefix_ids_.size() + suffix_ids_.size());
+  out.insert(out.end(), prefix_ids_.begin(), prefix_ids_.end());
   out.insert(out.end(), ids.begin(), ids.end());
+  out.insert(out.end(), suffix_ids_.begin(), suffix_ids_.end());
   return out;
 }
 
-std::string Tokenizer::decode(std::span<const int32_t> ids) const {
-  const int n = sp_->GetPieceSize();
+void Tokenizer::check_ids(std::span<const int32_t> ids) const {
+  const int n = vocab_size();
   for (int32_t id : ids)
     if (id < 0 || id >= n)
       throw std::invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                   std::to_string(n) + ")");
-  std::string text;
-  if (auto st = sp_->Decode(std::vector<int>(ids.begin(), ids.end()), &text); !st.ok())
-    throw std::runtime_error("sentencepiece decode failed: " + st.ToString());
-  return text;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids) const {
+  check_ids(ids);
+  return backend_->decode(ids, false);
 }
 
 std::string Tokenizer::piece(int32_t id) const {
-  if (id < 0 || id >= sp_->GetPieceSize())
-    throw std::invalid_argument("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
-                                std::to_string(sp_->GetPieceSize()) + ")");
-  return sp_->IdToPiece(id);
+  check_ids(std::span<const int32_t>(&id, 1));
+  return backend_->piece(id);
 }
 
-int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+std::string Tokenizer::token_bytes(int32_t id) const {
+  check_ids(std::span<const int32_t>(&id, 1));
+  return backend_->token_bytes(id);
+}
+
+int Tokenizer::vocab_size() const { return backend_->vocab_size(); }
 
 std::string Tokenizer::decode_continuation(std::span<const int32_t> ids) const {
-  if (anchor_id_ < 0) return decode(ids);  // no piece carries a leading space: nothing gets stripped
-  std::vector<int32_t> anchored;
-  anchored.reserve(ids.size() + 1);
-  anchored.push_back(anchor_id_);
-  anchored.insert(anchored.end(), ids.begin(), ids.end());
-  std::string text = decode(anchored);
-  return text.substr(std::min(anchor_text_.size(), text.size()));
+  check_ids(ids);
+  return backend_->decode(ids, true);
 }
 
-bool Tokenizer::past_leading_space(std::span<const int32_t> ids) const {
-  if (anchor_id_ < 0) return true;
-  std::vector<int32_t> probe(ids.begin(), ids.end());
-  probe.push_back(anchor_id_);
-  return decode(probe) == decode(ids) + anchor_literal_;
-}
+bool Tokenizer::past_leading_space(std::span<const int32_t> ids) const { return backend_->past_leading_space(ids); }
 
 // Invariant: the text emitted so far is decode(ids_[0, read_offset_)) minus decode(prompt), and
 // read_offset_ never splits a UTF-8 character spread over byte tokens.

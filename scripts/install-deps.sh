@@ -6,7 +6,8 @@ packages=(
   libboost-dev libboost-system-dev    # Asio / Beast (header-only) for the HTTP server
   nlohmann-json3-dev                  # JSON: configs, HF config.json, safetensors headers, the API
   libspdlog-dev                       # logging
-  libsentencepiece-dev                # tokenizer
+  libsentencepiece-dev                # tokenizer: sentencepiece vocabularies
+  libpcre2-dev libicu-dev             # tokenizer: BPE split patterns (Unicode properties), NFC / NFKC
   doctest-dev                         # unit tests
   libcli11-dev                        # command line
   libbenchmark-dev                    # bench/ micro-benchmarks

@@ -18,14 +18,6 @@ constexpr int kMaxStopStrings = 16;
 constexpr int kMaxLogprobs = 20;     // alternatives per token (the engine's limit)
 constexpr int kMaxBeamWidth = 8;
 
-void check_model(const json& body, const ModelContext& model) {
-  const std::optional<std::string> name = get_string(body, "model");
-  if (!name || *name == model.served_model_name || (!model.model_path.empty() && *name == model.model_path)) return;
-  throw ApiError(404, "invalid_request_error", "The model `" + *name + "` does not exist; this server serves `" +
-                                                   model.served_model_name + "`",
-                 "model", "model_not_found");
-}
-
 void reject_if_present(const json& body, const char* name, const char* why) {
   const json* v = find_field(body, name);
   if (v == nullptr) return;
@@ -168,6 +160,14 @@ void finish_stop_conditions(CompletionRequest* out, const char* max_tokens_field
 
 }  // namespace
 
+void check_model(const json& body, const ModelContext& model) {
+  const std::optional<std::string> name = get_string(body, "model");
+  if (!name || *name == model.served_model_name || (!model.model_path.empty() && *name == model.model_path)) return;
+  throw ApiError(404, "invalid_request_error", "The model `" + *name + "` does not exist; this server serves `" +
+                                                   model.served_model_name + "`",
+                 "model", "model_not_found");
+}
+
 CompletionRequest parse_completion_request(const json& body, const ModelContext& model) {
   if (!body.is_object()) throw BadRequest("", "the request body must be a JSON object");
   check_model(body, model);
@@ -226,25 +226,7 @@ CompletionRequest parse_chat_request(const json& body, const ModelContext& model
   return out;
 }
 
-std::string token_text(const engine::Tokenizer& tokenizer, int32_t id) {
-  const std::string piece = tokenizer.piece(id);
-  if (piece.size() == 6 && piece.rfind("<0x", 0) == 0 && piece.back() == '>') {
-    const int byte = std::stoi(piece.substr(3, 2), nullptr, 16);
-    return std::string(1, char(byte));
-  }
-  constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's space
-  std::string text;
-  text.reserve(piece.size());
-  for (size_t i = 0; i < piece.size();) {
-    if (std::string_view(piece).substr(i, kSpace.size()) == kSpace) {
-      text += ' ';
-      i += kSpace.size();
-    } else {
-      text += piece[i++];
-    }
-  }
-  return text;
-}
+std::string token_text(const engine::Tokenizer& tokenizer, int32_t id) { return tokenizer.token_bytes(id); }
 
 json usage_json(const engine::Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},

@@ -32,6 +32,9 @@ struct CompletionRequest {
   bool logprobs = false;             // choices carry logprobs; engine.logprobs alternatives per token
 };
 
+// An ApiError 404 when the body's `model` (optional) names neither the served name nor the --model path.
+void check_model(const nlohmann::json& body, const ModelContext& model);
+
 // Throw BadRequest (400, naming the field) or ApiError (404 unknown model, 400 prompt too long).
 CompletionRequest parse_completion_request(const nlohmann::json& body, const ModelContext& model);
 // `ordered_body`: the same body with the client's key order (what the chat template's `tojson` shows);

@@ -10,6 +10,7 @@
 #include "server/completions.h"
 #include "server/status.h"
 #include "server/webui.h"
+#include "server/tokenize.h"
 
 namespace inflight::server {
 
@@ -47,7 +48,9 @@ constexpr Route kRoutes[] = {{"/", http::verb::get, false},
                              {"/v1/models/", http::verb::get, true},
                              {"/v1/status", http::verb::get, false},
                              {"/v1/completions", http::verb::post, false},
-                             {"/v1/chat/completions", http::verb::post, false}};
+                             {"/v1/chat/completions", http::verb::post, false},
+                             {"/tokenize", http::verb::post, false},
+                             {"/detokenize", http::verb::post, false}};
 
 }  // namespace
 
@@ -118,6 +121,11 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
 
   const ModelContext& model = require_model();
   const json body = parse_body(request);
+  if (route == "/tokenize") {
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body());  // the client's key order
+    return json_response(200, tokenize_response(body, model, &ordered), retry_after);
+  }
+  if (route == "/detokenize") return json_response(200, detokenize_response(body, model), retry_after);
   CompletionRequest parsed;
   if (route == "/v1/chat/completions") {
     const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body());  // the client's key order

@@ -9,6 +9,7 @@
 //   GET  /v1/status              the live engine state (see status.h)
 //   POST /v1/completions         see completions.h
 //   POST /v1/chat/completions
+//   POST /tokenize, /detokenize  see tokenize.h
 #pragma once
 #include <memory>
 #include <optional>

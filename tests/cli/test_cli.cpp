@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <sys/wait.h>
 
@@ -17,12 +18,16 @@ CommandResult run(const std::string& args, bool stdout_only = false) {
 }  // namespace
 
 TEST_SUITE("cli") {
-  TEST_CASE("generate with no arguments runs the built-in model and says its weights are random") {
+  TEST_CASE("generate with no arguments runs the built-in stories260K model and writes English") {
     const CommandResult r = run("generate -n 16");
     CHECK(r.status == 0);
-    CHECK(r.output.find("RANDOM weights") != std::string::npos);
+    CHECK(r.output.find("stories260K") != std::string::npos);
     CHECK(r.output.find("--model") != std::string::npos);
     CHECK(r.output.find("tok/s") != std::string::npos);
+    // Greedy, the built-in model continues the prompt as run.c does with stories260K.
+    const CommandResult g = run("generate -n 20 --temperature 0", true);
+    CHECK(g.status == 0);
+    CHECK(g.output.find("Once upon a time, there was a little girl named Lily.") != std::string::npos);
   }
 
   TEST_CASE("generate on stories260K greedy prints the golden continuation") {
@@ -51,6 +56,21 @@ TEST_SUITE("cli") {
     }
   }
 
+  TEST_CASE("tokenize (the test command) answers each JSON line, a bad line with an error") {
+    inflight::test::TempDir dir("cli");
+    std::ofstream(dir / "in.jsonl") << "{\"text\": \"Once upon a time\", \"add_special_tokens\": true}\n"
+                                    << "not json\n"
+                                    << "{\"ids\": [1, 403, 407, 261, 378]}\n"
+                                    << "{\"ids\": [9999]}\n";
+    const CommandResult r = run("tokenize --tokenizer " + inflight::test::stories_gguf() + " < " + (dir / "in.jsonl"), true);
+    CHECK(r.status == 0);
+    CHECK(r.output == "{\"ids\":[1,403,407,261,378],\"text\":\"Once upon a time\"}\n"
+                      "{\"error\":\"each line must be a JSON object\"}\n"
+                      "{\"text\":\"Once upon a time\"}\n"
+                      "{\"error\":\"token id 9999 is outside the vocabulary [0, 512)\"}\n");
+    CHECK(run("tokenize --tokenizer /nonexistent.gguf < /dev/null").status == 1);
+  }
+
   TEST_CASE("bad flags and bad files are clear errors, not crashes") {
     CommandResult r = run("generate --kv-block-size 3");
     CHECK(r.status == 1);
@@ -64,6 +84,15 @@ TEST_SUITE("cli") {
     r = run("make-model --preset nope");
     CHECK(r.status == 1);
     CHECK(r.output.find("nope") != std::string::npos);
+    r = run("make-model --format hf");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("--tokenizer") != std::string::npos);
+    r = run("make-model --tokenizer /nonexistent/tok");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("/nonexistent/tok") != std::string::npos);
+    r = run("make-model --format onnx");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("onnx") != std::string::npos);
     r = run("generate --top-p 0");
     CHECK(r.status == 1);
     CHECK(r.output.find("top_p") != std::string::npos);

@@ -1,5 +1,5 @@
-// Random-weight models: presets, determinism, the synthetic vocabulary, every weight dtype, and the
-// built-in default model loaded from memory.
+// Random-weight models: presets, determinism, the synthetic vocabulary, every weight dtype; and the
+// built-in default model (stories260K, embedded) loaded from the executable's data.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -7,6 +7,7 @@
 #include <set>
 
 #include "engine/builtin_model.h"
+#include "engine/default_model.h"
 #include "engine/model_loader.h"
 #include "loader_test_support.h"
 
@@ -152,36 +153,30 @@ TEST_CASE("builtin_model every dtype holds the F32 values up to rounding") {
   }
 }
 
-TEST_CASE("builtin_model load_builtin_model: the tiny GQA preset, from memory") {
+TEST_CASE("builtin_model load_builtin_model: the embedded stories260K, byte for byte the shared file") {
   const auto m = engine::load_builtin_model();
   const auto& c = m.weights.config;
-  CHECK(c.name == "tiny");
-  CHECK(c.dim == 128);
-  CHECK(c.num_layers == 4);
+  CHECK(c.name == "stories260K");
+  CHECK(c.dim == 64);
+  CHECK(c.num_layers == 5);
   CHECK(c.num_q_heads == 8);
-  CHECK(c.num_kv_heads == 2);
-  CHECK(c.head_dim == 16);
-  CHECK(c.rotary_dim == 16);
-  CHECK(c.ffn_dim == 384);
+  CHECK(c.num_kv_heads == 4);
+  CHECK(c.head_dim == 8);
+  CHECK(c.ffn_dim == 172);
   CHECK(c.vocab_size == 512);
-  CHECK(c.max_seq_len == 2048);
+  CHECK(c.max_seq_len == 512);
   CHECK(c.rope_style == kernels::RopeStyle::GptJ);
-  CHECK_FALSE(c.tied_embeddings);
-  CHECK(m.weights.layers.size() == 4);
-  CHECK(m.weights.token_embd.dtype == DType::F32);
   CHECK(m.tokenizer.vocab_size() == 512);
   CHECK(m.tokenizer.bos_id() == 1);
   CHECK(m.tokenizer.eos_id() == 2);
-
-  // The same bytes as the preset written to disk, and the tokenizer handles ordinary text.
-  const auto again = engine::load_builtin_model();
-  CHECK(std::memcmp(again.weights.layers[2].w_up.data, m.weights.layers[2].w_up.data, 384 * 128 * 4) == 0);
-  const auto ids = m.tokenizer.encode("hello world, 42!", true);
-  REQUIRE(ids.size() > 2);
-  CHECK(ids[0] == 1);
-  for (int32_t id : ids) CHECK((id > 0 && id < 512));
-  CHECK(m.tokenizer.decode(ids) == "hello world, 42!");
-  CHECK(m.tokenizer.decode(m.tokenizer.encode("Ünïcödé ✓", false)) == "Ünïcödé ✓");  // via byte tokens
+  const std::span<const uint8_t> image = engine::default_model_gguf();
+  const std::vector<uint8_t> shared = test::read_bytes(test::stories_gguf());
+  REQUIRE(image.size() == shared.size());
+  CHECK(std::memcmp(image.data(), shared.data(), shared.size()) == 0);
+  CHECK(reinterpret_cast<uintptr_t>(image.data()) % 64 == 0);
+  const auto ids = m.tokenizer.encode("Once upon a time", true);
+  CHECK(ids == std::vector<int32_t>{1, 403, 407, 261, 378});
+  CHECK(m.tokenizer.decode(ids) == "Once upon a time");
 }
 
 }  // TEST_SUITE

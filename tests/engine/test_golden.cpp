@@ -49,9 +49,10 @@ Run run_greedy(engine::LoadedModel& m, engine::Model& model, const std::string& 
   return run;
 }
 
+// `path` names the model in messages; "" loads the built-in default model.
 void check_model_against_golden(const std::string& path) {
   const nlohmann::json golden = load_golden();
-  engine::LoadedModel m = engine::load_model(path);
+  engine::LoadedModel m = path.empty() ? engine::load_builtin_model() : engine::load_model(path);
   engine::Model model(std::move(m.weights));
 
   struct Variant {
@@ -164,5 +165,8 @@ TEST_SUITE("golden") {
   }
   TEST_CASE("stories260K Hugging Face folder reproduces run.c greedy tokens and logits") {
     check_model_against_golden(test::stories_hf());
+  }
+  TEST_CASE("the built-in default model (embedded stories260K) reproduces run.c greedy tokens and logits") {
+    check_model_against_golden("");
   }
 }
