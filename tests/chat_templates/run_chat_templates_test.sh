@@ -9,18 +9,8 @@ inflight="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 work="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "SKIPPED: node and npm are needed for the chat template cross-check (scripts/install-deps.sh installs them)"
-  exit 77
-fi
-mkdir -p "$work"
-if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -d "$work/node_modules/@huggingface/jinja" ]; then
-  cp "$here/package.json" "$work/package.json"
-  if ! (cd "$work" && npm install --no-audit --no-fund --loglevel=error); then
-    echo "SKIPPED: npm install failed (is the npm registry reachable?)"
-    exit 77
-  fi
-fi
+. "$here/../npm_workdir.sh"
+npm_workdir "$here" "$work" @huggingface/jinja "the chat template cross-check"
 cp "$here/chat_templates_check.mjs" "$work/"
 rm -rf "$work/extra" && cp -r "$here/extra" "$work/extra"
 cd "$work" && node chat_templates_check.mjs "$inflight" "$work/scratch"

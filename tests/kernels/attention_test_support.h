@@ -1,11 +1,14 @@
 // Builds packed, paged attention batches for the attention tests: sequences with a cached past and
 // new rows, blocks shuffled over the pool, random Q/K/V, and the AttentionParams of a fused step.
 #pragma once
+#include <doctest/doctest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/attention_params.h"
@@ -135,6 +138,51 @@ inline PagedBatch make_batch(const std::vector<SeqSpec>& specs, int num_q_heads,
   for (float& x : b.k) x = normal(rng);
   for (float& x : b.v) x = normal(rng);
   return b;
+}
+
+// The mask sweep every backend runs: bool and additive masks in the (Sq,Skv), (N,Sq,Skv) and (B,N,Sq,Skv)
+// broadcasts, band pre/next tokens, softcap and q_scaling, f32 and int8 KV. check(batch, tweak, dtype) runs
+// the backend under test and the reference with `tweak` applied to the step's params and compares them.
+template <class Check>
+void for_each_mask_case(Check check) {
+  const std::vector<test::SeqSpec> specs{{0, 9}, {30, 7}, {12, 1}};
+  const int Nq = 4, Sq = 9, Skv = 37;
+  std::mt19937 rng(3);
+  std::vector<uint8_t> bool_mask(size_t(specs.size()) * Nq * Sq * Skv);
+  std::vector<float> add_mask(bool_mask.size());
+  for (size_t i = 0; i < bool_mask.size(); ++i) {
+    bool_mask[i] = rng() % 5 == 0;
+    add_mask[i] = rng() % 7 == 0 ? -INFINITY : float(int(rng() % 200) - 100) / 50.0f;
+  }
+  struct Shape {
+    int64_t seq_stride, head_stride;
+  };
+  const Shape shapes[] = {{0, 0}, {0, int64_t(Sq) * Skv}, {int64_t(Nq) * Sq * Skv, int64_t(Sq) * Skv}};
+  for (kernels::KvDType dtype : {kernels::KvDType::F32, kernels::KvDType::Int8})
+    for (kernels::MaskKind kind : {kernels::MaskKind::Bool, kernels::MaskKind::Additive})
+      for (const Shape& shape : shapes)
+        for (auto [pre, next] : {std::pair{-1, 0}, {5, 0}, {-1, -1}, {4, 3}}) {
+          CAPTURE(kernels::kv_dtype_name(dtype));
+          CAPTURE(int(kind));
+          CAPTURE(shape.seq_stride);
+          CAPTURE(shape.head_stride);
+          CAPTURE(pre);
+          CAPTURE(next);
+          const test::PagedBatch b = make_batch(specs, Nq, 2, 64, 16, dtype, 9);
+          auto tweak = [&](kernels::AttentionParams& p) {
+            p.mask.kind = kind;
+            p.mask.data = kind == kernels::MaskKind::Bool ? static_cast<const void*>(bool_mask.data()) : add_mask.data();
+            p.mask.seq_stride = shape.seq_stride;
+            p.mask.head_stride = shape.head_stride;
+            p.mask.row_stride = Skv;
+            p.pre_tokens = pre;
+            p.next_tokens = next;
+            p.softcap = 2.5f;
+            p.scale = 0.0f;
+            p.q_scaling = 1.5f;
+          };
+          check(b, tweak, dtype);
+        }
 }
 
 inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -155,52 +155,17 @@ TEST_SUITE("attention_fused") {
   }
 
   TEST_CASE("masks with (Sq,Skv), (N,Sq,Skv), (B,N,Sq,Skv) broadcast, band pre/next tokens, softcap, q_scaling") {
-    const std::vector<test::SeqSpec> specs{{0, 9}, {30, 7}, {12, 1}};
-    const int Nq = 4, Sq = 9, Skv = 37;
-    std::mt19937 rng(3);
-    std::vector<uint8_t> bool_mask(size_t(specs.size()) * Nq * Sq * Skv);
-    std::vector<float> add_mask(bool_mask.size());
-    for (size_t i = 0; i < bool_mask.size(); ++i) {
-      bool_mask[i] = rng() % 5 == 0;
-      add_mask[i] = rng() % 7 == 0 ? -INFINITY : float(int(rng() % 200) - 100) / 50.0f;
-    }
-    struct Shape {
-      int64_t seq_stride, head_stride;
-    };
-    const Shape shapes[] = {{0, 0}, {0, int64_t(Sq) * Skv}, {int64_t(Nq) * Sq * Skv, int64_t(Sq) * Skv}};
-    for (KvDType dtype : {KvDType::F32, KvDType::Int8})
-      for (kernels::MaskKind kind : {kernels::MaskKind::Bool, kernels::MaskKind::Additive})
-        for (const Shape& shape : shapes)
-          for (auto [pre, next] : {std::pair{-1, 0}, {5, 0}, {-1, -1}, {4, 3}}) {
-            CAPTURE(kernels::kv_dtype_name(dtype));
-            CAPTURE(int(kind));
-            CAPTURE(shape.seq_stride);
-            CAPTURE(shape.head_stride);
-            CAPTURE(pre);
-            CAPTURE(next);
-            const test::PagedBatch b = test::make_batch(specs, Nq, 2, 64, 16, dtype, 9);
-            auto tweak = [&](kernels::AttentionParams& p) {
-              p.mask.kind = kind;
-              p.mask.data = kind == kernels::MaskKind::Bool ? static_cast<const void*>(bool_mask.data()) : add_mask.data();
-              p.mask.seq_stride = shape.seq_stride;
-              p.mask.head_stride = shape.head_stride;
-              p.mask.row_stride = Skv;
-              p.pre_tokens = pre;
-              p.next_tokens = next;
-              p.softcap = 2.5f;
-              p.scale = 0.0f;
-              p.q_scaling = 1.5f;
-            };
-            const Run fused = run_step(b, kFused, tweak), ref = run_step(b, kReference, tweak);
-            CHECK(test::max_abs_diff(fused.out, ref.out) <= fused_tolerance(dtype));
-          }
+    test::for_each_mask_case([&](const test::PagedBatch& b, const auto& tweak, KvDType dtype) {
+      const Run fused = run_step(b, kFused, tweak), ref = run_step(b, kReference, tweak);
+      CHECK(test::max_abs_diff(fused.out, ref.out) <= fused_tolerance(dtype));
+    });
     // The band alone (no mask, no softcap): the int8 routine's one-pass range masking.
     for (KvDType dtype : {KvDType::F32, KvDType::Int8, KvDType::Int8Static})
       for (auto [pre, next] : {std::pair{5, 0}, {3, 2}, {20, -1}}) {
         CAPTURE(kernels::kv_dtype_name(dtype));
         CAPTURE(pre);
         CAPTURE(next);
-        const test::PagedBatch b = test::make_batch(specs, Nq, 2, 64, 16, dtype, 10);
+        const test::PagedBatch b = test::make_batch({{0, 9}, {30, 7}, {12, 1}}, 4, 2, 64, 16, dtype, 10);
         auto tweak = [&](kernels::AttentionParams& p) {
           p.pre_tokens = pre;
           p.next_tokens = next;

@@ -10,18 +10,8 @@ work="$3"
 if [ -n "${INFLIGHT_SHARED_DIR:-}" ]; then model="$INFLIGHT_SHARED_DIR/models/stories260K/stories260K.gguf"; fi
 here="$(cd "$(dirname "$0")" && pwd)"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "SKIPPED: node and npm are needed for the OpenAI client test (scripts/install-deps.sh installs them)"
-  exit 77
-fi
-mkdir -p "$work"
-if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -d "$work/node_modules/openai" ]; then
-  cp "$here/package.json" "$work/package.json"
-  if ! (cd "$work" && npm install --no-audit --no-fund --loglevel=error); then
-    echo "SKIPPED: npm install failed (is the npm registry reachable?)"
-    exit 77
-  fi
-fi
+. "$here/../npm_workdir.sh"
+npm_workdir "$here" "$work" openai "the OpenAI client test"
 cp "$here/openai_client_check.mjs" "$work/"
 
 log="$work/server.log"

