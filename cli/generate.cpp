@@ -23,7 +23,7 @@ struct GenerateFlags {
   engine::SamplingParams sampling{.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f};
   int64_t seed = -1;
   int kv_block_size = 16;
-  std::string kv_cache_dtype = "f32";
+  std::string kv_cache_dtype = "f16";
   int kv_quant_group = 0;        // int8: channels per scale, 0 = head_dim
   float kv_static_amax = 0.0f;   // int8-static / fp8: 0 = calibrate from the first prefill
   int threads = 0;

@@ -18,7 +18,7 @@ struct ServerConfig {
   int max_num_batched_tokens = 2048;   // tokens in one engine step
   int max_model_len = 0;               // prompt + generated tokens per sequence; 0: the model's context
   int max_queue = 1024;                // requests waiting to start; beyond it: 429 with Retry-After
-  std::string kv_cache_dtype = "f32";
+  std::string kv_cache_dtype = "f16";
   int kv_quant_group = 0;              // int8: channels sharing one scale; 0: the head dim
   double kv_static_amax = 0;           // int8-static, fp8: |K| and |V| of the largest code; 0: calibrate
   std::string kv_cache_memory = "20%"; // bytes ("512M", "2G", "1073741824") or a share of physical RAM ("20%")

@@ -66,7 +66,7 @@ TEST_SUITE("serve status") {
     CHECK(idle["object"] == "server.status");
     CHECK(idle["model"] == "stories260K");
     CHECK(idle["device"] == "cpu");
-    CHECK(idle["kv_cache_dtype"] == "f32");
+    CHECK(idle["kv_cache_dtype"] == "f16");
     CHECK(idle["kv_block_size"] == 16);
     CHECK(idle["max_model_len"] == 512);
     CHECK(idle["requests"]["running"] == 0);

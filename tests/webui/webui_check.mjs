@@ -180,7 +180,7 @@ try {
     await num(page, 'kv-used') > 0 && await num(page, 'last-generation') > 0 && await num(page, 'stat-running') === 1);
   assert.equal(await page.locator('#info-model').textContent(), 'stories260K');
   assert.equal(await page.locator('#info-device').textContent(), 'cpu');
-  assert.equal(await page.locator('#info-dtype').textContent(), 'f32');
+  assert.equal(await page.locator('#info-dtype').textContent(), 'f16');
   assert.ok(await num(page, 'kv-total') >= await num(page, 'kv-used'));
   assert.ok(await num(page, 'stat-gen-tps') > 0);
   const newest = page.locator('#step-table tbody tr').first().locator('td');
