@@ -26,6 +26,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_MAX_QUEUE=--max-queue
   INFLIGHT_LOG_LEVEL=--log-level
   INFLIGHT_CHAT_TEMPLATE=--chat-template
+  INFLIGHT_SHUTDOWN_GRACE_SECONDS=--shutdown-grace-seconds
 )
 INFLIGHT_BIN="${INFLIGHT_BIN:-inflight}"
 
