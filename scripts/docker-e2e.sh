@@ -169,6 +169,11 @@ if ! docker image inspect debian:12 >/dev/null 2>&1; then
     "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
   printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' 'path-exclude /usr/share/man/*' \
     'path-exclude /usr/share/info/*' 'path-exclude /usr/share/locale/*' | $SUDO tee "$rootfs/etc/dpkg/dpkg.cfg.d/docker-slim" >/dev/null
+  # apt as in Debian's images: no package caches (pkgcache.bin alone is ~40 MB) and no downloaded .debs kept.
+  printf '%s\n' 'Dir::Cache::pkgcache ""; Dir::Cache::srcpkgcache "";' \
+    'DPkg::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' \
+    'APT::Update::Post-Invoke { "rm -f /var/cache/apt/archives/*.deb /var/cache/apt/*.bin || true"; };' |
+    $SUDO tee "$rootfs/etc/apt/apt.conf.d/docker-clean" >/dev/null
   $SUDO tar -C "$rootfs" -c . | docker import - debian:12 >/dev/null
   $SUDO rm -rf "$rootfs"
   made+=(debian:12)
