@@ -246,10 +246,12 @@ stage_start=$(date +%s)
 compose up -d lb >"$out/replicas.log" 2>&1 || fail "up lb (see $out/replicas.log)"
 for r in replica-1 replica-2 replica-3; do wait_healthy $r 120 >/dev/null; done
 lb_url=http://lb:8000
-concurrency=12
+# Load that lasts ~10 s whatever the servers' speed: 150 streams of 480 tokens arriving at 15/s, so that each
+# server has streams running when one is killed or stopped.
+load=(--num-prompts 150 --request-rate 15 --max-concurrency 24 --input-len 16 --output-len 480)
+concurrency=24
 run_start="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-bench crash "$lb_url" --num-prompts 120 --max-concurrency $concurrency --input-len 32 --output-len 128 \
-  --max-failures $concurrency >"$out/crash.log" 2>&1 &
+bench crash "$lb_url" "${load[@]}" --max-failures $concurrency >"$out/crash.log" 2>&1 &
 bench_pid=$!
 wait_progress "$out/crash.log" 30 300
 victim="$(cid replica-2)"
@@ -257,6 +259,7 @@ on_victim="$(docker exec "$victim" bash -c 'n=0; for p in /proc/[0-9]*; do [ "$(
   kill -9 "${p#/proc/}" && n=$((n + 1)); done; echo $n')"
 [ "$on_victim" = 1 ] || fail "replica-2: kill -9 found $on_victim inflight process(es)"
 killed_at=$(date +%s)
+kill -0 "$bench_pid" 2>/dev/null || fail "the load ended before the kill: nothing was tested"
 for _ in $(seq 150); do [ "$(docker inspect -f '{{.RestartCount}}' "$victim")" -ge 1 ] && break; sleep 0.2; done
 restarts=$(docker inspect -f '{{.RestartCount}}' "$victim")
 [ "$restarts" -ge 1 ] || fail "replica-2 was not restarted by its restart policy within 30 s"
@@ -289,7 +292,7 @@ bench after-crash "$lb_url" --num-prompts 36 --max-concurrency 9 --input-len 32 
   fail "the bench after the restart failed (see $out/after-crash.log)"
 served_after=$(num_served replica-2 "$back_at")
 [ "$served_after" -ge 1 ] || fail "replica-2 took no requests after its restart"
-report replicas "120 requests through nginx at concurrency $concurrency, replica-2's server killed (-9) at 30 %:" \
+report replicas "150 streams of 480 tokens through nginx at 15/s, replica-2's server killed (-9) at 30 %:" \
   "$num_ok ok, $num_failed failed (streams cut on the killed server); TTFT median $median_ttft s, max $max_ttft s" \
   "(none > median + 3 s); served: ${spread% }; replica-2 restarted by its policy within $t_restarted s," \
   "healthy again $t_back s after the kill, then served $served_after requests; $(elapsed "$stage_start") s"
@@ -298,13 +301,13 @@ report replicas "120 requests through nginx at concurrency $concurrency, replica
 # A rolling stop: one replica drains under load; nginx moves its new requests; nothing fails.
 stage_start=$(date +%s)
 drain_start="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-bench drain-one "$lb_url" --num-prompts 120 --max-concurrency $concurrency --input-len 32 --output-len 128 \
-  >"$out/drain-one.log" 2>&1 &
+bench drain-one "$lb_url" "${load[@]}" >"$out/drain-one.log" 2>&1 &
 bench_pid=$!
 wait_progress "$out/drain-one.log" 30 300
 stop_start=$(date +%s)
 compose stop replica-1 >>"$out/replicas.log" 2>&1
 t_stop=$(elapsed "$stop_start")
+kill -0 "$bench_pid" 2>/dev/null || fail "the load ended before replica-1 stopped: nothing was tested"
 wait "$bench_pid" || fail "requests failed while replica-1 drained: $(grep -A6 'Failed requests' "$out/drain-one.log" | head -10)"
 r1="$(cid replica-1)"
 code_r1=$(docker inspect -f '{{.State.ExitCode}}' "$r1")
@@ -312,17 +315,18 @@ drain_line="$(docker logs --since "$drain_start" "$r1" 2>&1 | grep -oE '(drained
 in_flight="$(docker logs --since "$drain_start" "$r1" 2>&1 | grep -oE '[0-9]+ in flight' | tail -1)"
 [ "$code_r1" = 0 ] || fail "replica-1 exited $code_r1 after docker-compose stop"
 [[ "$drain_line" == drained:* ]] || fail "replica-1 did not finish its requests: $drain_line"
+[ "${in_flight%% *}" -ge 1 ] || fail "replica-1 had no request in flight when it was stopped: nothing was drained"
 one_ok=$(report_value "$out/drain-one.log" 'Successful requests')
 
 # Everything under load: nginx stops gracefully (SIGQUIT) and finishes its streams, then the servers; new
 # connections are refused, and no request that started is cut.
-bench drain-all "$lb_url" --num-prompts 120 --max-concurrency $concurrency --input-len 32 --output-len 128 \
-  --max-failures 120 >"$out/drain-all.log" 2>&1 &
+bench drain-all "$lb_url" "${load[@]}" --max-failures 150 >"$out/drain-all.log" 2>&1 &
 bench_pid=$!
 wait_progress "$out/drain-all.log" 30 300
 stop_start=$(date +%s)
 compose stop >>"$out/replicas.log" 2>&1
 t_stop_all=$(elapsed "$stop_start")
+kill -0 "$bench_pid" 2>/dev/null || fail "the load ended before docker-compose stop: nothing was tested"
 wait "$bench_pid" || true  # every request may fail once nginx is gone: counted below
 codes=""
 for s in lb replica-2 replica-3; do
@@ -341,12 +345,16 @@ print(len(j["errors"]) - len(errors), len(refused), len(errors) - len(refused))
 EOF
 )
 [ "$all_cut" = 0 ] || fail "$all_cut requests were cut by docker-compose stop: $(grep -A6 'Failed requests' "$out/drain-all.log" | head -10)"
-report drain "stop replica-1 under load: stopped in $t_stop s, exit 0, $in_flight, $drain_line; $one_ok/120" \
-  "requests ok. stop everything under load: stopped in $t_stop_all s, exit codes ${codes% }; $all_ok requests" \
-  "finished, $all_refused refused after the stop, 0 cut; $(elapsed "$stage_start") s"
+report drain "stop replica-1 under load: stopped in $t_stop s, exit 0, $in_flight, $drain_line; $one_ok/150" \
+  "requests ok. stop everything under load: stopped in $t_stop_all s, exit codes ${codes% }; $all_ok streams" \
+  "finished, $all_refused requests refused after the stop, 0 cut; $(elapsed "$stage_start") s"
 
 # ------------------------------------------------------------------------------------------------ cleanup
 stage_start=$(date +%s)
+for s in server lb replica-1 replica-2 replica-3; do
+  c="$(cid $s)"
+  [ -z "$c" ] || docker logs "$c" >"$out/container-$s.log" 2>&1 || true
+done
 compose down --remove-orphans -t 30 >>"$out/replicas.log" 2>&1
 left_containers=$(docker ps -aq --filter "label=com.docker.compose.project=$project" | wc -l)
 left_networks=$(docker network ls -q --filter "label=com.docker.compose.project=$project" | wc -l)
