@@ -13,8 +13,8 @@
 #             streams finish, it exits 0 and no request fails; then `docker-compose stop` of everything under
 #             load: every container exits 0 and no stream that started is cut
 #   cleanup   `down` leaves no container or network; a dockerd started here is stopped (by PID)
-# One summary line per stage; the whole summary also goes to $OUT/summary.txt. Takes about 10 minutes on 2
-# cores (docs/DEPLOYMENT.md). Usage: scripts/docker-e2e.sh   (as root, or with sudo available)
+# One summary line per stage; the whole summary also goes to $OUT/summary.txt. Takes 8-9 minutes on 2
+# cores, most of it the image build (docs/DEPLOYMENT.md). Usage: scripts/docker-e2e.sh (as root, or with sudo)
 # Settings: INFLIGHT_E2E_OUT (default build/docker-e2e), INFLIGHT_E2E_MODEL_DIR (a folder holding
 # stories260K.gguf; default ../shared/models/stories260K, else a model made with `inflight make-model`),
 # INFLIGHT_E2E_PORT / INFLIGHT_E2E_LB_PORT (host ports, default 18000 / 18080).
@@ -246,9 +246,11 @@ stage_start=$(date +%s)
 compose up -d lb >"$out/replicas.log" 2>&1 || fail "up lb (see $out/replicas.log)"
 for r in replica-1 replica-2 replica-3; do wait_healthy $r 120 >/dev/null; done
 lb_url=http://lb:8000
-# Load that lasts ~10 s whatever the servers' speed: 150 streams of 480 tokens arriving at 15/s, so that each
-# server has streams running when one is killed or stopped.
-load=(--num-prompts 150 --request-rate 15 --max-concurrency 24 --input-len 16 --output-len 480)
+# Load that lasts ~10 s whatever the servers' speed: 250 streams of 480 tokens arriving at 25/s, more than
+# 3 servers with 1 thread each generate, so ~24 streams run at any time (the concurrency limit) and each
+# server has several running when it is killed or stopped.
+num_prompts=250
+load=(--num-prompts $num_prompts --request-rate 25 --max-concurrency 24 --input-len 16 --output-len 480)
 concurrency=24
 run_start="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 bench crash "$lb_url" "${load[@]}" --max-failures $concurrency >"$out/crash.log" 2>&1 &
@@ -292,7 +294,7 @@ bench after-crash "$lb_url" --num-prompts 36 --max-concurrency 9 --input-len 32 
   fail "the bench after the restart failed (see $out/after-crash.log)"
 served_after=$(num_served replica-2 "$back_at")
 [ "$served_after" -ge 1 ] || fail "replica-2 took no requests after its restart"
-report replicas "150 streams of 480 tokens through nginx at 15/s, replica-2's server killed (-9) at 30 %:" \
+report replicas "$num_prompts streams of 480 tokens through nginx at 25/s, replica-2's server killed (-9) at 30 %:" \
   "$num_ok ok, $num_failed failed (streams cut on the killed server); TTFT median $median_ttft s, max $max_ttft s" \
   "(none > median + 3 s); served: ${spread% }; replica-2 restarted by its policy within $t_restarted s," \
   "healthy again $t_back s after the kill, then served $served_after requests; $(elapsed "$stage_start") s"
@@ -320,13 +322,15 @@ one_ok=$(report_value "$out/drain-one.log" 'Successful requests')
 
 # Everything under load: nginx stops gracefully (SIGQUIT) and finishes its streams, then the servers; new
 # connections are refused, and no request that started is cut.
-bench drain-all "$lb_url" "${load[@]}" --max-failures 150 >"$out/drain-all.log" 2>&1 &
+# Once nginx is gone a connection attempt hangs until the request timeout: 5 s, far above any silence
+# within a running stream.
+bench drain-all "$lb_url" "${load[@]}" --max-failures $num_prompts --request-timeout 5 >"$out/drain-all.log" 2>&1 &
 bench_pid=$!
-wait_progress "$out/drain-all.log" 30 300
+wait_progress "$out/drain-all.log" 50 300
+kill -0 "$bench_pid" 2>/dev/null || fail "the load ended before docker-compose stop: nothing was tested"
 stop_start=$(date +%s)
 compose stop >>"$out/replicas.log" 2>&1
 t_stop_all=$(elapsed "$stop_start")
-kill -0 "$bench_pid" 2>/dev/null || fail "the load ended before docker-compose stop: nothing was tested"
 wait "$bench_pid" || true  # every request may fail once nginx is gone: counted below
 codes=""
 for s in lb replica-2 replica-3; do
@@ -345,7 +349,7 @@ print(len(j["errors"]) - len(errors), len(refused), len(errors) - len(refused))
 EOF
 )
 [ "$all_cut" = 0 ] || fail "$all_cut requests were cut by docker-compose stop: $(grep -A6 'Failed requests' "$out/drain-all.log" | head -10)"
-report drain "stop replica-1 under load: stopped in $t_stop s, exit 0, $in_flight, $drain_line; $one_ok/150" \
+report drain "stop replica-1 under load: stopped in $t_stop s, exit 0, $in_flight, $drain_line; $one_ok/$num_prompts" \
   "requests ok. stop everything under load: stopped in $t_stop_all s, exit codes ${codes% }; $all_ok streams" \
   "finished, $all_refused requests refused after the stop, 0 cut; $(elapsed "$stage_start") s"
 
