@@ -13,7 +13,7 @@
 #             streams finish, it exits 0 and no request fails; then `docker-compose stop` of everything under
 #             load: every container exits 0 and no stream that started is cut
 #   cleanup   `down` leaves no container or network; a dockerd started here is stopped (by PID)
-# One summary line per stage; the whole summary also goes to $OUT/summary.txt. Takes 8-9 minutes on 2
+# One summary line per stage; the whole summary also goes to $OUT/summary.txt. Takes ~13 minutes on 2
 # cores, most of it the image build (docs/DEPLOYMENT.md). Usage: scripts/docker-e2e.sh (as root, or with sudo)
 # Settings: INFLIGHT_E2E_OUT (default build/docker-e2e), INFLIGHT_E2E_MODEL_DIR (a folder holding
 # stories260K.gguf; default ../shared/models/stories260K, else a model made with `inflight make-model`),
