@@ -48,6 +48,7 @@ struct BenchFlags {
   std::string extra_body;
   double ready_timeout_s = 0;
   double request_timeout_s = 3600;
+  int max_failures = 0;
   bool no_progress = false;
 };
 
@@ -156,6 +157,7 @@ void run_bench(const BenchFlags& f) {
   if (options.api_key.empty())
     if (const char* env = std::getenv("OPENAI_API_KEY")) options.api_key = env;
   if (f.num_prompts < 1) throw std::invalid_argument("--num-prompts must be at least 1");
+  if (f.max_failures < 0) throw std::invalid_argument("--max-failures must be >= 0");
   if (f.max_concurrency < 0) throw std::invalid_argument("--max-concurrency must be >= 0 (0: no limit)");
   if (!(f.burstiness > 0)) throw std::invalid_argument("--burstiness must be > 0");
   options.burstiness = f.burstiness;
@@ -239,8 +241,14 @@ void run_bench(const BenchFlags& f) {
     out << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     if (!out) throw std::runtime_error("--result-file: cannot write " + f.result_file);
   }
-  for (const client::BenchmarkRun& r : runs)
+  // A gate for scripts: the exit status is 1 when more requests failed than allowed.
+  for (const client::BenchmarkRun& r : runs) {
     if (r.summary.completed == 0) throw std::runtime_error("every request failed (see the errors above)");
+    if (r.summary.failed > f.max_failures)
+      throw std::runtime_error(std::to_string(r.summary.failed) + " of " + std::to_string(r.settings.num_prompts) +
+                               " requests failed, more than --max-failures " + std::to_string(f.max_failures) +
+                               " (see the errors above)");
+  }
 }
 
 }  // namespace
@@ -281,6 +289,9 @@ void add_bench_command(CLI::App& app) {
                   "Seconds to keep retrying the initial request while the server is not up yet")
       ->capture_default_str();
   cmd->add_option("--request-timeout", flags->request_timeout_s, "Seconds of silence before a request fails")
+      ->capture_default_str();
+  cmd->add_option("--max-failures", flags->max_failures,
+                  "Failed requests tolerated (per run of a sweep) before the exit status is 1")
       ->capture_default_str();
   cmd->add_flag("--no-progress", flags->no_progress, "No progress bar on stderr");
   cmd->callback([flags] { run_bench(*flags); });

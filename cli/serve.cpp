@@ -1,7 +1,8 @@
 // `inflight serve`: the OpenAI-compatible HTTP server. Start-up order: listen first, so that /health
 // answers 503 while the model loads; then load, size the KV cache, start the engine, publish the model.
-// SIGINT/SIGTERM: stop accepting, give in-flight requests shutdown_grace_seconds, cancel the rest (they
-// end with an error chunk or a 503), wait for their answers to be written, exit 0.
+// SIGINT/SIGTERM: the drain (new requests and /health get 503), in-flight requests get
+// shutdown_grace_seconds to finish, then stop accepting, cancel the rest (they end with an error chunk or a
+// 503), wait for their answers to be written, exit 0.
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -200,13 +201,20 @@ void run_serve(ServeFlags& flags) {
   spdlog::info("ready: serving `{}` on http://{}:{}", served.context.served_model_name, config.host, port);
   if (config.webui) spdlog::info("web page: http://{}:{}/", config.host, port);
 
+  // The drain: keep accepting, but answer 503 (so that a load balancer moves new requests elsewhere) and
+  // close each connection after its answer; requests already accepted, queued ones included, finish.
   const int signo = stopped.get();
-  spdlog::info("received {}: no new connections; ending in-flight requests", signo == SIGINT ? "SIGINT" : "SIGTERM");
   state.begin_stopping();
+  spdlog::info("received {}: draining: new requests get 503; {} in flight get up to {} s to finish",
+               signo == SIGINT ? "SIGINT" : "SIGTERM", state.num_jobs_in_flight(), config.shutdown_grace_seconds);
+  const auto drain_start = std::chrono::steady_clock::now();
+  if (wait_until([&] { return state.num_jobs_in_flight() == 0; }, config.shutdown_grace_seconds))
+    spdlog::info("drained: every in-flight request finished in {:.1f} s",
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - drain_start).count());
+  else
+    spdlog::warn("shutdown: {} request(s) still running after the {} s grace period; cancelling them",
+                 state.num_jobs_in_flight(), config.shutdown_grace_seconds);
   http.stop();
-  if (!wait_until([&] { return http.num_connections() == 0; }, config.shutdown_grace_seconds))
-    spdlog::info("shutdown: {} connection(s) still busy after the grace period; cancelling their requests",
-                 http.num_connections());
   served.engine->shutdown();  // what is left ends cancelled: an error chunk, or a 503
   if (!wait_until([&] { return http.num_connections() == 0; }, 5.0))
     spdlog::warn("shutdown: {} connection(s) did not close in time", http.num_connections());
@@ -267,6 +275,9 @@ void add_serve_command(CLI::App& app) {
                                             "Requests waiting to start before new ones get 429 (default 1024)");
   add_flag_option<&ServerConfig::log_level>(cmd, *flags, "--log-level", v.log_level,
                                             "trace, debug, info, warn, error, critical, off (default info)");
+  add_flag_option<&ServerConfig::shutdown_grace_seconds>(
+      cmd, *flags, "--shutdown-grace-seconds", v.shutdown_grace_seconds,
+      "On SIGINT/SIGTERM, seconds in-flight requests get to finish while new ones get 503 (default 25)");
   add_flag_option<&ServerConfig::chat_template>(cmd, *flags, "--chat-template", v.chat_template,
                                                 "auto (the model's own, else llama2), a built-in (" + server::chat_template_names() +
                                                     "), or a Jinja template file");

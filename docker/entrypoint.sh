@@ -27,6 +27,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_MAX_QUEUE=--max-queue
   INFLIGHT_LOG_LEVEL=--log-level
   INFLIGHT_CHAT_TEMPLATE=--chat-template
+  INFLIGHT_SHUTDOWN_GRACE_SECONDS=--shutdown-grace-seconds
 )
 # Flags that take no value: the variable set to 1 or true gives the flag alone.
 readonly SWITCHES=" --no-webui "

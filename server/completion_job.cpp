@@ -55,6 +55,7 @@ CompletionJob::CompletionJob(ServerState& state, const ModelContext& model, Comp
   usage_.assign(num_prompts, {});
   choices_.resize(num_prompts * size_t(n_));
   last_token_at_.resize(choices_.size());
+  state_.job_started();  // last: the destructor, which ends it, runs only for a constructed job
 }
 
 void CompletionJob::submit_all() {

@@ -26,6 +26,9 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
 
   CompletionJob(ServerState& state, const ModelContext& model, CompletionRequest request,
                 std::shared_ptr<ResponseChannel> channel, std::string request_line);
+  ~CompletionJob() { state_.job_ended(); }
+  CompletionJob(const CompletionJob&) = delete;
+  CompletionJob& operator=(const CompletionJob&) = delete;
 
  private:
   using Clock = std::chrono::steady_clock;

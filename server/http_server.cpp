@@ -161,7 +161,7 @@ void HttpSession::on_read_body(beast::error_code ec, size_t) {
   in_exchange_ = true;
   received_at_ = Clock::now();
   HttpRequest request = parser_->release();
-  keep_alive_ = request.keep_alive() && !closing_;
+  keep_alive_ = request.keep_alive() && !closing_ && !state_.stopping();  // draining: one answer per connection
   version_ = request.version();
   stream_.expires_never();
   router_.handle(std::move(request), shared_from_this());

@@ -165,6 +165,8 @@ HttpResponse Router::health() const {
     return json_response(503, error_json("server_error", "the model is loading", {}, "loading"), retry_after);
   if (!model->engine->alive())
     return json_response(503, error_json("server_error", "the engine thread has stopped", {}, "engine_dead"), retry_after);
+  if (state_.stopping())  // a load balancer moves new requests to another replica
+    return json_response(503, error_json("server_error", "the server is shutting down", {}, "shutting_down"), retry_after);
   return json_response(200, {{"status", "ok"}}, retry_after);
 }
 

@@ -190,11 +190,29 @@ int64_t parse_memory_size(const std::string& text, int64_t physical_bytes) {
   return int64_t(bytes);
 }
 
+int64_t cgroup_memory_limit_bytes(const std::string& cgroup_root) {
+  // cgroup v2, then v1. "max" (v2) and v1's page-rounded INT64_MAX mean no limit.
+  for (const char* file : {"/memory.max", "/memory/memory.limit_in_bytes"}) {
+    std::ifstream in(cgroup_root + file);
+    std::string text;
+    if (!(in >> text)) continue;
+    try {
+      size_t used = 0;
+      const long long bytes = std::stoll(text, &used);
+      if (used == text.size() && bytes > 0 && bytes < (1LL << 60)) return bytes;
+    } catch (const std::exception&) {  // "max"
+    }
+    return 0;
+  }
+  return 0;
+}
+
 int64_t physical_memory_bytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
-  if (pages <= 0 || page_size <= 0) return int64_t(8) << 30;  // unknown: assume 8 GiB
-  return int64_t(pages) * page_size;
+  const int64_t host = pages > 0 && page_size > 0 ? int64_t(pages) * page_size : int64_t(8) << 30;  // unknown: 8 GiB
+  const int64_t limit = cgroup_memory_limit_bytes("/sys/fs/cgroup");
+  return limit > 0 ? std::min(host, limit) : host;
 }
 
 }  // namespace inflight::server

@@ -33,7 +33,8 @@ struct ServerConfig {
   int max_header_bytes = 16 << 10;     // larger request headers get 431
   double request_timeout_seconds = 30; // to receive one whole request; also the keep-alive idle limit
   double write_timeout_seconds = 30;   // for each write to a client
-  double shutdown_grace_seconds = 0;   // on SIGINT/SIGTERM, time in-flight requests get to finish
+  double shutdown_grace_seconds = 25;  // on SIGINT/SIGTERM, time in-flight requests get to finish (below
+                                       // docker-compose's stop_grace_period of 30 s)
   int retry_after_seconds = 1;         // the Retry-After of 429 and 503 answers
 };
 
@@ -49,6 +50,10 @@ void validate(const ServerConfig& config);
 // "1073741824", "512K", "512M", "2G", "1.5G" (powers of 1024, optional trailing B/iB) or "20%" of
 // `physical_bytes`. Throws std::invalid_argument on anything else.
 int64_t parse_memory_size(const std::string& text, int64_t physical_bytes);
+// Physical RAM, or the memory limit of the process's cgroup (a container's) where that is lower.
 int64_t physical_memory_bytes();
+// The memory limit under `cgroup_root` (/sys/fs/cgroup: v2 memory.max, or v1 memory/memory.limit_in_bytes);
+// 0 when there is none.
+int64_t cgroup_memory_limit_bytes(const std::string& cgroup_root);
 
 }  // namespace inflight::server

@@ -44,9 +44,16 @@ class ServerState {
   const ModelContext* model() const { return model_.load(std::memory_order_acquire); }
   void publish_model(const ModelContext* model) { model_.store(model, std::memory_order_release); }
 
-  // Set on SIGINT/SIGTERM: new generation requests get 503.
+  // Set on SIGINT/SIGTERM (the drain): new generation requests and /health get 503, and every response
+  // closes its connection.
   bool stopping() const { return stopping_.load(); }
   void begin_stopping() { stopping_ = true; }
+
+  // Completion requests accepted and not yet over: from the CompletionJob's construction until its last
+  // reference goes, which is after its response is written (or its client is gone). The drain waits for 0.
+  int num_jobs_in_flight() const { return num_jobs_in_flight_.load(); }
+  void job_started() { num_jobs_in_flight_++; }
+  void job_ended() { num_jobs_in_flight_--; }
 
   // A unique response id such as "cmpl-3f9a0c1e5d7b2a46".
   std::string next_id(const char* prefix) {
@@ -63,6 +70,7 @@ class ServerState {
   Metrics metrics_;
   std::atomic<const ModelContext*> model_{nullptr};
   std::atomic<bool> stopping_{false};
+  std::atomic<int> num_jobs_in_flight_{0};
   std::atomic<uint64_t> next_id_{1};
   uint64_t id_salt_ = 0;
 };

@@ -147,4 +147,32 @@ TEST_SUITE("bench end to end") {
     CHECK(r.status == 1);
     CHECK(r.output.find("HTTP 400") != std::string::npos);
   }
+
+  TEST_CASE("failed requests make the exit status 1, unless --max-failures tolerates them") {
+    // One sequence running and one waiting: the rest of a burst of 12 gets 429. The initial test request
+    // goes alone, so the run itself starts.
+    ServerProcess server({"--model", stories_gguf(), "--kv-cache-memory", "16M", "--max-num-seqs", "1",
+                          "--max-queue", "1"});
+    REQUIRE_MESSAGE(server.wait_ready(), server.log());
+    const std::string run = "bench --base-url http://127.0.0.1:" + std::to_string(server.port()) +
+                            " --num-prompts 12 --input-len 8 --output-len 200 --no-progress";
+    CommandResult r = run_inflight(run);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    std::smatch m;
+    REQUIRE(std::regex_search(r.output, m, std::regex(R"(Failed requests: +(\d+) *\n)")));
+    const int num_failed = std::stoi(m[1]);
+    CHECK(num_failed >= 1);
+    CHECK(num_failed < 12);
+    CHECK(r.output.find("HTTP 429") != std::string::npos);
+    CHECK(r.output.find("more than --max-failures 0") != std::string::npos);
+
+    r = run_inflight(run + " --max-failures 12");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(std::regex_search(r.output, std::regex(R"(Failed requests: +[1-9]\d* *\n)")));
+    r = run_inflight(run + " --max-failures -1");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("--max-failures must be >= 0") != std::string::npos);
+  }
 }

@@ -5,8 +5,11 @@
   consistency     every path the Dockerfiles and the compose file COPY or mount exists and survives .dockerignore;
                   every port agrees with the server's default; every INFLIGHT_* variable the compose file sets is
                   mapped by docker/entrypoint.sh to a real `inflight serve` flag (and every flag has one); the
-                  images install and build with the same scripts as CI; the runtime stage installs the packages
-                  of every shared library the binary links
+                  images install and build with the same scripts as CI (the build stage: --build-only, the
+                  inflight target); the runtime stage installs the packages of every shared library the binary
+                  links; the servers run non-root on a read-only root with a tmpfs, limits from variables, a
+                  start_period, and a stop_grace_period above the server's shutdown grace; nginx's connect
+                  timeout, max_fails and retries; the CUDA base images are ARGs; CI runs scripts/docker-e2e.sh
   entrypoint      docker/entrypoint.sh starts the real server from INFLIGHT_* variables, docker/healthcheck.sh
                   tells ready from not, and `entrypoint.sh bench` runs the load-test client against it
 
@@ -140,6 +143,18 @@ def serve_flags(help_text):
 def default_port(help_text):
     line = next(l for l in help_text.splitlines() if "--port" in l)
     return int(re.search(r"default (\d+)", line).group(1))
+
+
+def default_shutdown_grace(help_text):
+    entry = help_text[help_text.index("--shutdown-grace-seconds"):].split("\n  --", 1)[0]  # may wrap
+    return float(re.search(r"default (\d+(?:\.\d+)?)", entry).group(1))
+
+
+def seconds_of(duration):
+    """A compose duration ("30s", "1m30s", "600s") in seconds."""
+    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", str(duration))
+    return sum(float(n) * units[u] for n, u in parts)
 
 
 # ---------------------------------------------------------------------------------------------- modes
@@ -277,17 +292,56 @@ def consistency(inflight):
                  "--kv-block-size", "--threads", "--max-queue", "--log-level"]:
         check(flag in flags, f"`inflight serve` has {flag}")
 
+    # Operators' expectations: non-root, read-only root with scratch space, limits and health timings from
+    # variables, a drain that fits in the stop grace period.
+    grace = default_shutdown_grace(help_text)
+    for name, service in servers.items():
+        user = str(service.get("user", ""))
+        check(user != "" and user.split(":")[0] not in ("0", "root"), f"compose {name}: runs as a non-root user ({user!r})")
+        check(service.get("read_only") is True, f"compose {name}: read-only root filesystem")
+        check(any(str(t).split(":")[0] == "/tmp" for t in service.get("tmpfs", [])), f"compose {name}: a tmpfs on /tmp")
+        check(str(service.get("mem_limit", "")).startswith("${INFLIGHT_MEMORY_LIMIT"),
+              f"compose {name}: memory limit from INFLIGHT_MEMORY_LIMIT")
+        check(str(service.get("cpus", "")).startswith("${INFLIGHT_CPUS"), f"compose {name}: CPU limit from INFLIGHT_CPUS")
+        health = service.get("healthcheck") or {}
+        check(seconds_of(default_of(health.get("start_period", ""))) >= 300,
+              f"compose {name}: healthcheck start_period of at least 5 minutes for a large model's load")
+        stop_grace = seconds_of(service.get("stop_grace_period", "10s"))
+        check(stop_grace > grace, f"compose {name}: stop_grace_period {stop_grace:g} s exceeds the server's "
+                                  f"shutdown grace {grace:g} s, so a stop drains before docker kills")
+        check(service.get("stop_signal", "SIGTERM") == "SIGTERM", f"compose {name}: stops with SIGTERM (the drain)")
+    lb = compose["services"]["lb"]
+    check(str(lb.get("image", "")).startswith("${INFLIGHT_LB_IMAGE:-"), "compose lb: the image is ${INFLIGHT_LB_IMAGE}")
+    check(lb.get("stop_signal") == "SIGQUIT", "compose lb: stops with SIGQUIT (nginx's graceful stop)")
+    check(read("docker/entrypoint.sh").count("INFLIGHT_SHUTDOWN_GRACE_SECONDS=--shutdown-grace-seconds") == 1,
+          "entrypoint maps INFLIGHT_SHUTDOWN_GRACE_SECONDS")
+    timeout = re.search(r"^\s*proxy_connect_timeout\s+(\d+)s;", nginx, re.M)
+    check(timeout is not None and int(timeout.group(1)) <= 3, "nginx gives up connecting to a dead replica within 3 s")
+    check(all(re.search(rf"^\s*server\s+{h}:{p}\s.*max_fails=\d+.*fail_timeout=\d+s;", nginx, re.M) for h, p in upstreams),
+          "nginx: every upstream has max_fails and fail_timeout")
+    retry = re.search(r"^\s*proxy_next_upstream\s+([^;]+);", nginx, re.M)
+    retried = set(retry.group(1).split()) if retry else set()
+    check({"error", "timeout", "http_503", "non_idempotent"} <= retried,
+          f"nginx retries a failed connection or a 503 (drain) on another replica, POSTs included ({sorted(retried)})")
+
     # CI parity: the same install and build scripts.
     ci = read(".ci/run")
     check("scripts/install-deps.sh" in ci and "scripts/test.sh" in ci, ".ci/run runs install-deps.sh and test.sh")
+    check("bash scripts/docker-e2e.sh" in ci and ci.index("bash scripts/docker-e2e.sh") > ci.index("bash scripts/test.sh"),
+          ".ci/run runs scripts/docker-e2e.sh after the tests")
+    check(os.access(os.path.join(ROOT, "scripts/docker-e2e.sh"), os.X_OK), "scripts/docker-e2e.sh is executable")
     check("scripts/build.sh" in read("scripts/test.sh"), "scripts/test.sh builds with scripts/build.sh")
     check(re.search(r"^\s*docker-compose\b", read("scripts/install-deps.sh"), re.M) is not None,
           "scripts/install-deps.sh installs docker-compose")
     for dockerfile in DOCKERFILES:
         build_stage = stages(dockerfile_instructions(dockerfile))[0]
         runs = " ".join(r for w, r in build_stage if w == "RUN")
-        check("bash scripts/install-deps.sh" in runs, f"{dockerfile}: the build stage runs scripts/install-deps.sh")
-        check("bash scripts/build.sh" in runs, f"{dockerfile}: the build stage runs scripts/build.sh")
+        check("bash scripts/install-deps.sh --build-only" in runs,
+              f"{dockerfile}: the build stage runs scripts/install-deps.sh --build-only")
+        check("INFLIGHT_BUILD_TARGET=inflight bash scripts/build.sh" in runs,
+              f"{dockerfile}: the build stage builds the inflight target with scripts/build.sh")
+    cuda_froms = [r.split()[0] for w, r in dockerfile_instructions("docker/Dockerfile.cuda") if w == "FROM"]
+    check(all(f.startswith("${") for f in cuda_froms), f"docker/Dockerfile.cuda takes its base images as ARGs ({cuda_froms})")
     cpu_from = stages(dockerfile_instructions("docker/Dockerfile"))[0][0][1]
     if os.path.exists("/etc/debian_version"):
         major = read_abs("/etc/debian_version").split(".")[0]
@@ -342,7 +396,8 @@ def entrypoint(inflight, model):
     check(healthcheck(port) != 0, "healthcheck fails when no server listens")
     env = {**os.environ, "INFLIGHT_BIN": inflight, "INFLIGHT_MODEL": model, "INFLIGHT_HOST": "127.0.0.1",
            "INFLIGHT_PORT": str(port), "INFLIGHT_SERVED_MODEL_NAME": "from-env", "INFLIGHT_KV_CACHE_MEMORY": "64M",
-           "INFLIGHT_MAX_NUM_SEQS": "8", "INFLIGHT_THREADS": "1", "INFLIGHT_LOG_LEVEL": "info"}
+           "INFLIGHT_MAX_NUM_SEQS": "8", "INFLIGHT_THREADS": "1", "INFLIGHT_LOG_LEVEL": "info",
+           "INFLIGHT_SHUTDOWN_GRACE_SECONDS": "7"}
     server = subprocess.Popen([script], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.time() + 120
@@ -366,6 +421,7 @@ def entrypoint(inflight, model):
             code = server.wait()
         log = server.stdout.read()
     check(code == 0, f"the server exits 0 on SIGTERM (exit {code})" + ("" if code == 0 else ":\n" + log[-3000:]))
+    check("get up to 7 s to finish" in log, "INFLIGHT_SHUTDOWN_GRACE_SECONDS reached the server's drain")
 
 
 def main():

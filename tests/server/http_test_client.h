@@ -34,9 +34,13 @@ struct HttpResult {
 // A connected socket, closed on destruction. Reads time out after `timeout_s` (then they fail).
 class Connection {
  public:
-  explicit Connection(uint16_t port, double timeout_s = 60) {
+  // `receive_buffer_bytes` > 0: a small SO_RCVBUF, so that a client that does not read holds the server's
+  // writes back after a few KB.
+  explicit Connection(uint16_t port, double timeout_s = 60, int receive_buffer_bytes = 0) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd_ < 0) throw std::runtime_error("socket() failed");
+    if (receive_buffer_bytes > 0)
+      setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof receive_buffer_bytes);
     timeval tv{static_cast<time_t>(timeout_s), static_cast<suseconds_t>((timeout_s - double(time_t(timeout_s))) * 1e6)};
     setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);

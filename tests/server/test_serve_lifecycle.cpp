@@ -1,10 +1,12 @@
 // `inflight serve` start-up, limits and shutdown, each on its own server: 503 while the model loads, a
-// config file under the flags, the request timeout, the API key (401), a full queue (429), SIGTERM
-// during a stream (exit 0 within seconds), and the quantized-KV settings reaching the cache.
+// config file under the flags, the request timeout, the API key (401), a full queue (429), the drain on
+// SIGTERM (in-flight streams finish, new requests get 503, exit 0), SIGTERM with no grace period (the
+// stream is cancelled, exit 0 within seconds), and the quantized-KV settings reaching the cache.
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <fstream>
+#include <memory>
 #include <thread>
 
 #include "serve_fixture.h"
@@ -45,9 +47,10 @@ TEST_SUITE("serve lifecycle") {
     CHECK(http_request(port, "GET", "/health").status == 200);
   }
 
-  TEST_CASE("401 without the API key; 429 with Retry-After when the queue is full; SIGTERM mid-stream exits 0") {
+  TEST_CASE("401 without the API key; 429 with Retry-After when the queue is full; SIGTERM mid-stream with no "
+            "grace period cancels the stream and exits 0") {
     ServerProcess server({"--model", stories_gguf(), "--api-key", "sekret", "--max-num-seqs", "1", "--max-queue", "1",
-                          "--kv-cache-memory", "16M"});
+                          "--kv-cache-memory", "16M", "--shutdown-grace-seconds", "0"});
     REQUIRE(server.wait_ready());
     const uint16_t port = server.port();
     const std::string auth = "Authorization: Bearer sekret\r\n";
@@ -81,7 +84,8 @@ TEST_SUITE("serve lifecycle") {
     CHECK(num_full >= 1);
     CHECK(num_ok + num_full == int(results.size()));
 
-    // SIGTERM while a stream runs: the stream ends properly ([DONE]) and the process exits 0.
+    // SIGTERM while a stream runs, no grace period: the stream ends cancelled (an error chunk, then [DONE])
+    // and the process exits 0.
     Connection c(port);
     const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 480}, {"ignore_eos", true}, {"stream", true},
                        {"temperature", 0.8}};
@@ -96,10 +100,68 @@ TEST_SUITE("serve lifecycle") {
     server.signal(SIGTERM);
     for (std::string more; !(more = c.recv_some()).empty();) received += more;
     CHECK(received.find("data: [DONE]") != std::string::npos);
+    CHECK(received.find("shutting down") != std::string::npos);
+    CHECK(received.find("\"finish_reason\":\"length\"") == std::string::npos);
     const std::optional<int> code = server.wait_exit(10);
     REQUIRE(code.has_value());
     CHECK(*code == 0);
     CHECK(std::chrono::steady_clock::now() - signalled_at < std::chrono::seconds(5));
+  }
+
+  TEST_CASE("the drain: on SIGTERM in-flight streams finish with every token, new requests and /health get 503, exit 0") {
+    ServerProcess server({"--model", stories_gguf(), "--kv-cache-memory", "16M"});  // default grace period
+    REQUIRE(server.wait_ready());
+    const uint16_t port = server.port();
+    const int max_tokens = 480;
+    // With 5 top logprobs a chunk is ~0.5 KB, the stream ~250 KB: more than the socket buffers hold.
+    const json body = {{"prompt", "Once upon a time"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                       {"logprobs", 5}, {"stream", true}, {"stream_options", {{"include_usage", true}}}};
+
+    // Two slow readers: each stream is read up to its first chunk before the signal and no further, so their
+    // responses are still being written when the drain starts.
+    const int num_streams = 2;
+    std::vector<std::unique_ptr<Connection>> streams;
+    std::vector<std::string> received(num_streams);
+    for (int i = 0; i < num_streams; ++i) {
+      streams.push_back(std::make_unique<Connection>(port, 60, 4096));
+      streams.back()->send_all(format_request("POST", "/v1/completions", body.dump()));
+      while (received[size_t(i)].find("data: ") == std::string::npos) {
+        const std::string more = streams.back()->recv_some(1024);
+        REQUIRE(!more.empty());
+        received[size_t(i)] += more;
+      }
+    }
+
+    server.signal(SIGTERM);
+    // Draining: the health check and a new request get 503 with an OpenAI error body.
+    const auto drain_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    HttpResult health;
+    do {
+      health = http_request(port, "GET", "/health");
+    } while (health.status == 200 && std::chrono::steady_clock::now() < drain_deadline);
+    CHECK(health.status == 503);
+    check_error_envelope(json::parse(health.body));
+    const JsonResult refused = post_json(port, "/v1/completions", {{"prompt", "x"}, {"max_tokens", 4}});
+    CHECK(refused.status == 503);
+    CHECK(!refused.http.header("retry-after").empty());
+    check_error_envelope(refused.body);
+    CHECK(refused.body["error"]["code"] == "shutting_down");
+
+    // Every stream that began before the signal completes with all its tokens.
+    for (int i = 0; i < num_streams; ++i) {
+      std::string& text = received[size_t(i)];
+      for (std::string more; !(more = streams[size_t(i)]->recv_some()).empty();) text += more;
+      CHECK(text.find("\"completion_tokens\":" + std::to_string(max_tokens)) != std::string::npos);
+      CHECK(text.find("data: [DONE]") != std::string::npos);
+      CHECK(text.find("shutting down") == std::string::npos);
+    }
+    const std::optional<int> code = server.wait_exit(30);
+    REQUIRE(code.has_value());
+    CHECK(*code == 0);
+    const std::string log = server.log();
+    INFO(log);
+    CHECK(log.find("draining: new requests get 503; 2 in flight get up to 25 s to finish") != std::string::npos);
+    CHECK(log.find("drained: every in-flight request finished") != std::string::npos);
   }
 
   TEST_CASE("--kv-static-amax and --kv-quant-group reach the KV cache; a bad group stops start-up with a clear error") {

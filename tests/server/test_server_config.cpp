@@ -1,5 +1,6 @@
 // Server settings: configs/server.json holds exactly the defaults; bad files and values are refused
-// naming the key; memory sizes parse as bytes, suffixes or a share of RAM.
+// naming the key; memory sizes parse as bytes, suffixes or a share of RAM (a container's memory limit
+// where that is lower).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -49,5 +50,24 @@ TEST_SUITE("server config") {
       CAPTURE(bad);
       CHECK_THROWS_AS(server::parse_memory_size(bad, ram), std::invalid_argument);
     }
+  }
+
+  TEST_CASE("a cgroup memory limit (v2 or v1) caps the RAM a share is taken of; no limit reads as 0") {
+    test::TempDir dir("cgroup");
+    const std::string root = dir.path.string();
+    CHECK(server::cgroup_memory_limit_bytes(root) == 0);  // no cgroup files
+    std::ofstream(root + "/memory.max") << "max\n";
+    CHECK(server::cgroup_memory_limit_bytes(root) == 0);
+    std::ofstream(root + "/memory.max") << "536870912\n";
+    CHECK(server::cgroup_memory_limit_bytes(root) == 536870912);
+
+    test::TempDir v1("cgroup-v1");
+    std::filesystem::create_directories(v1.path / "memory");
+    std::ofstream((v1.path / "memory" / "memory.limit_in_bytes").string()) << "9223372036854771712\n";
+    CHECK(server::cgroup_memory_limit_bytes(v1.path.string()) == 0);
+    std::ofstream((v1.path / "memory" / "memory.limit_in_bytes").string()) << "2147483648\n";
+    CHECK(server::cgroup_memory_limit_bytes(v1.path.string()) == 2147483648);
+
+    CHECK(server::physical_memory_bytes() > 0);
   }
 }
