@@ -1,10 +1,8 @@
 #include "engine/unicode_text.h"
 
-#include <unicode/locid.h>
-#include <unicode/normalizer2.h>
-#include <unicode/unistr.h>
-#include <unicode/utf8.h>
+#include <utf8proc.h>
 
+#include <cstdlib>
 #include <stdexcept>
 
 namespace inflight::engine {
@@ -51,10 +49,9 @@ int utf8_char_length(unsigned char lead) {
 }
 
 void append_utf8(std::string& out, char32_t cp) {
-  char buf[U8_MAX_LENGTH];
-  int32_t n = 0;
-  U8_APPEND_UNSAFE(buf, n, UChar32(cp));  // ICU's encoder (header only)
-  out.append(buf, size_t(n));
+  utf8proc_uint8_t buf[4];
+  const utf8proc_ssize_t n = utf8proc_encode_char(utf8proc_int32_t(cp), buf);
+  out.append(reinterpret_cast<const char*>(buf), size_t(n));
 }
 
 bool is_valid_utf8(std::string_view s) {
@@ -84,31 +81,38 @@ std::string to_valid_utf8(std::string_view s) {
 }
 
 std::string normalize_unicode(std::string_view text, NormalForm form) {
-  UErrorCode status = U_ZERO_ERROR;
-  const icu::Normalizer2* n = nullptr;
+  int options = UTF8PROC_STABLE;
   switch (form) {
-    case NormalForm::NFC: n = icu::Normalizer2::getNFCInstance(status); break;
-    case NormalForm::NFD: n = icu::Normalizer2::getNFDInstance(status); break;
-    case NormalForm::NFKC: n = icu::Normalizer2::getNFKCInstance(status); break;
-    case NormalForm::NFKD: n = icu::Normalizer2::getNFKDInstance(status); break;
+    case NormalForm::NFC: options |= UTF8PROC_COMPOSE; break;
+    case NormalForm::NFD: options |= UTF8PROC_DECOMPOSE; break;
+    case NormalForm::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case NormalForm::NFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
   }
-  if (U_FAILURE(status) || n == nullptr) throw std::runtime_error("ICU: no Unicode normalizer");
-  const icu::UnicodeString in = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), int32_t(text.size())));
-  if (n->isNormalized(in, status) && U_SUCCESS(status)) return std::string(text);
-  status = U_ZERO_ERROR;
-  const icu::UnicodeString out = n->normalize(in, status);
-  if (U_FAILURE(status)) throw std::runtime_error(std::string("ICU normalization failed: ") + u_errorName(status));
-  std::string result;
-  out.toUTF8String(result);
+  utf8proc_uint8_t* out = nullptr;
+  const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
+                                          utf8proc_ssize_t(text.size()), &out, utf8proc_option_t(options));
+  if (n < 0) throw std::runtime_error(std::string("Unicode normalization failed: ") + utf8proc_errmsg(n));
+  std::string result(reinterpret_cast<const char*>(out), size_t(n));
+  std::free(out);
   return result;
 }
 
 std::string lowercase_unicode(std::string_view text) {
-  icu::UnicodeString s = icu::UnicodeString::fromUTF8(icu::StringPiece(text.data(), int32_t(text.size())));
-  s.toLower(icu::Locale::getRoot());
-  std::string result;
-  s.toUTF8String(result);
-  return result;
+  // Character by character, as Hugging Face's Lowercase normalizer (Rust's char::to_lowercase): the simple
+  // mapping, except U+0130, the one character whose lowercase is two code points (SpecialCasing.txt).
+  std::string out;
+  out.reserve(text.size());
+  const auto* p = reinterpret_cast<const utf8proc_uint8_t*>(text.data());
+  const utf8proc_ssize_t size = utf8proc_ssize_t(text.size());
+  for (utf8proc_ssize_t i = 0; i < size;) {
+    utf8proc_int32_t cp = 0;
+    const utf8proc_ssize_t n = utf8proc_iterate(p + i, size - i, &cp);
+    if (n <= 0) throw std::runtime_error("lowercase: invalid UTF-8");
+    i += n;
+    if (cp == 0x130) out += "i\xCC\x87";  // i + U+0307 COMBINING DOT ABOVE
+    else append_utf8(out, char32_t(utf8proc_tolower(cp)));
+  }
+  return out;
 }
 
 ByteLevelAlphabet::ByteLevelAlphabet() {

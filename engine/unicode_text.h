@@ -1,5 +1,5 @@
 // UTF-8 text helpers for the tokenizers: code point iteration, lossy repair of invalid bytes, Unicode
-// normalization forms (ICU), and GPT-2's byte-level alphabet.
+// normalization forms (utf8proc), and GPT-2's byte-level alphabet.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -17,9 +17,9 @@ std::string to_valid_utf8(std::string_view bytes);
 bool is_valid_utf8(std::string_view bytes);
 
 enum class NormalForm { NFC, NFD, NFKC, NFKD };
-// `text` must be valid UTF-8. Throws std::runtime_error when ICU fails.
+// `text` must be valid UTF-8. Throws std::runtime_error when utf8proc fails.
 std::string normalize_unicode(std::string_view text, NormalForm form);
-// Unicode lowercase of valid UTF-8 text (ICU, root locale).
+// Unicode lowercase of valid UTF-8 text, character by character (Hugging Face's Lowercase normalizer).
 std::string lowercase_unicode(std::string_view text);
 
 // GPT-2's byte-level alphabet: every byte as one printable code point (bytes 33-126, 161-172 and 174-255

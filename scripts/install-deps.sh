@@ -16,7 +16,7 @@ packages=(
   nlohmann-json3-dev                  # JSON: configs, HF config.json, safetensors headers, the API
   libspdlog-dev                       # logging
   libsentencepiece-dev                # tokenizer: sentencepiece vocabularies
-  libpcre2-dev libicu-dev             # tokenizer: BPE split patterns (Unicode properties), NFC / NFKC
+  libpcre2-dev libutf8proc-dev        # tokenizer: BPE split patterns (Unicode properties), NFC / NFKC
   libcli11-dev                        # command line
 )
 if [ "$build_only" -eq 0 ]; then

@@ -4,7 +4,7 @@
 #include <array>
 #include <cctype>
 
-#include <unicode/utf8.h>
+#include <utf8proc.h>
 
 #include "server/jinja/value.h"
 
@@ -19,10 +19,9 @@ bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' |
 }
 
 void append_utf8(std::string& out, uint32_t cp) {
-  char buf[U8_MAX_LENGTH];
-  int32_t n = 0;
-  U8_APPEND_UNSAFE(buf, n, UChar32(cp));  // ICU's encoder (header only)
-  out.append(buf, size_t(n));
+  utf8proc_uint8_t buf[4];
+  const utf8proc_ssize_t n = utf8proc_encode_char(utf8proc_int32_t(cp), buf);
+  out.append(reinterpret_cast<const char*>(buf), size_t(n));
 }
 
 class Lexer {
