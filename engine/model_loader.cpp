@@ -438,6 +438,10 @@ LoadedModel load_model(const std::string& path) {
   return load_gguf(GgufFile::open(path));
 }
 
+LoadedModel load_gguf_model(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name) {
+  return load_gguf(GgufFile::from_memory(std::move(bytes), name));
+}
+
 LoadedModel load_builtin_model() {
   const ModelShape* shape = find_preset(kBuiltinModelPreset);
   auto bytes = std::make_shared<const std::vector<uint8_t>>(random_model_gguf(*shape, kernels::DType::F32, kBuiltinModelSeed));

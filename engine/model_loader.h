@@ -1,6 +1,9 @@
 // Loads a model (weights + tokenizer) from a GGUF file, a Hugging Face folder, or the built-in default.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/tokenizer.h"
 #include "engine/weights.h"
@@ -19,6 +22,9 @@ struct LoadedModel {
 // model.safetensors or sharded *.safetensors + model.safetensors.index.json, and tokenizer.model
 // (HF layout: rotate-half RoPE). Throws LoadError naming the file and the tensor/key at fault.
 LoadedModel load_model(const std::string& path);
+
+// A GGUF file's bytes already in memory (tests, fuzzing); `name` stands for the path in errors.
+LoadedModel load_gguf_model(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name);
 
 // The built-in default model: a small Llama-architecture GQA model with random weights, created
 // deterministically in memory (see builtin_model.h).
