@@ -10,7 +10,9 @@ packages=(
   doctest-dev                         # unit tests
   libcli11-dev                        # command line
   libbenchmark-dev                    # bench/ micro-benchmarks
-  python3                             # test helpers
+  python3                             # test helpers, the chaos soak (scripts/soak.py)
+  clang libclang-rt-14-dev            # libFuzzer targets (scripts/fuzz.sh): clang 14 and its fuzzer/sanitizer runtimes
+  llvm                                # llvm-symbolizer: file:line in sanitizer and fuzzer reports
   docker-compose                      # tests validate docker/docker-compose.yml (`docker-compose config`, no engine)
 )
 # Node.js and npm run the official OpenAI client against the server (ctest openai_client). A node already on
