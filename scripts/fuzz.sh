@@ -29,7 +29,7 @@ if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCH
 if [ ! -f "$build/build.ninja" ]; then
   CXX="${CXX_FUZZ:-clang++}" cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DINFLIGHT_FUZZ=ON -DINFLIGHT_BUILD_TESTS=OFF \
-    -DINFLIGHT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+    -DINFLIGHT_BUILD_BENCH=OFF -DINFLIGHT_KERNEL_OPT=-O1 "${launcher[@]}" >/dev/null
 fi
 cmake --build "$build" -j"$(nproc)" --target "fuzz_$target"
 

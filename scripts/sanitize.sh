@@ -2,7 +2,7 @@
 # Builds inflight with sanitizers, in a build folder of its own, and runs tests under them.
 #   scripts/sanitize.sh asan [build-dir] [cmake args...]   AddressSanitizer + UBSan; the whole ctest suite
 #   scripts/sanitize.sh tsan [build-dir] [cmake args...]   ThreadSanitizer; the engine and server tests
-# -O1 with debug info, no micro-benchmarks. Reports of every process (the tests and the `inflight serve`
+# -O1 with debug info (the kernels too), no micro-benchmarks. Reports of every process (the tests and the `inflight serve`
 # children they start) are written to <build-dir>/sanitizer-logs; any report fails the script, as does a
 # failing test. A report is fixed, never silenced (a suppression only with a comment proving it false).
 set -euo pipefail
@@ -32,7 +32,8 @@ if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCH
 
 t0=$(date +%s)
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DINFLIGHT_BUILD_BENCH=OFF "${launcher[@]}" "$@" >/dev/null
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" -DINFLIGHT_BUILD_BENCH=OFF -DINFLIGHT_KERNEL_OPT=-O1 \
+  "${launcher[@]}" "$@" >/dev/null
 cmake --build "$build" -j"$(nproc)" --target "${targets[@]}"
 t1=$(date +%s)
 echo "sanitize $mode: build $((t1 - t0)) s"
