@@ -21,7 +21,7 @@ namespace {
 json parse_body(const HttpRequest& request) {
   try {
     return json::parse(request.body());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double (1e400)
     throw BadRequest("", std::string("the request body is not valid JSON: ") + e.what());
   }
 }
