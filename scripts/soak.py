@@ -247,6 +247,12 @@ def well_formed_worker(port, deadline, seed, stats):
     rng = random.Random(seed)
     while time.time() < deadline:
         kind, target, body, n, max_tokens = well_formed_body(rng)
+        with stats.lock:
+            streams, cut = stats.counts.get("streams", 0), stats.counts.get("streams_cut", 0)
+        if body.get("stream") and cut < 0.4 * (streams + 1):
+            # Keeps the cut share of all streams above 30 % whatever the relative speed of the workers.
+            body.pop("stream")
+            body.pop("stream_options")
         for _ in range(100):
             try:
                 status, headers, payload = request(port, "POST", target, body)
