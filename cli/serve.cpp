@@ -125,6 +125,9 @@ void load(const ServerConfig& config, ServedModel* served) {
   engine_config.enable_prefix_caching = config.enable_prefix_caching;
   // NOTE: a test hook: slows every step, so that tests can stop a stream or watch /v1/status mid-generation.
   if (const char* delay = std::getenv("INFLIGHT_DEBUG_STEP_DELAY_MS")) engine_config.debug_step_delay_ms = std::atoi(delay);
+  // NOTE: a test hook: the engine step of this number throws an EngineFault and the engine thread stops.
+  if (const char* step = std::getenv("INFLIGHT_DEBUG_ENGINE_FAULT_AT_STEP"))
+    engine_config.debug_fault_at_step = std::strtoull(step, nullptr, 10);
   served->engine = std::make_unique<engine::Engine>(*served->model, served->loaded->tokenizer, *served->kv, engine_config);
   served->chat_template = make_chat_template(config, *served->loaded);
 
@@ -271,6 +274,9 @@ void add_serve_command(CLI::App& app) {
   add_flag_option<&ServerConfig::threads>(cmd, *flags, "--threads,-t", v.threads, "Compute threads; 0 = all cores");
   add_flag_option<&ServerConfig::http_threads>(cmd, *flags, "--http-threads", v.http_threads,
                                                "Threads serving HTTP (default 2)");
+  add_flag_option<&ServerConfig::max_connections>(cmd, *flags, "--max-connections", v.max_connections,
+                                                  "Open client connections; beyond it new ones get 503 and are "
+                                                  "closed (default 512)");
   add_flag_option<&ServerConfig::max_queue>(cmd, *flags, "--max-queue", v.max_queue,
                                             "Requests waiting to start before new ones get 429 (default 1024)");
   add_flag_option<&ServerConfig::log_level>(cmd, *flags, "--log-level", v.log_level,

@@ -24,6 +24,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_KV_BLOCK_SIZE=--kv-block-size
   INFLIGHT_THREADS=--threads
   INFLIGHT_HTTP_THREADS=--http-threads
+  INFLIGHT_MAX_CONNECTIONS=--max-connections
   INFLIGHT_MAX_QUEUE=--max-queue
   INFLIGHT_LOG_LEVEL=--log-level
   INFLIGHT_CHAT_TEMPLATE=--chat-template

@@ -127,6 +127,7 @@ uint64_t Engine::submit(Request request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw QueueFullError("the engine is shutting down");
+    if (dead_) throw EngineDeadError("the engine thread has stopped");
     if (num_queued_ >= config_.max_queue)
       throw QueueFullError("the waiting queue is full (" + std::to_string(config_.max_queue) + " requests)");
     id = next_id_++;
@@ -170,6 +171,10 @@ void Engine::loop() {
     }
     try {
       step();
+    } catch (const EngineFault& e) {
+      spdlog::critical("engine fault, the engine thread stops: {}", e.what());
+      fail_all(std::string("engine fault: ") + e.what());
+      return;
     } catch (const std::exception& e) {
       // A failed step fails the requests in it; the engine goes on with new ones.
       spdlog::error("engine step failed: {}", e.what());
@@ -192,7 +197,33 @@ void Engine::loop() {
   std::vector<RequestState*> left;
   for (auto& [id, r] : requests_) left.push_back(r.get());
   for (RequestState* r : left) finish_request(r, FinishReason::Cancelled);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_ = true;
+  }
   alive_ = false;
+}
+
+void Engine::fail_all(const std::string& message) {
+  // NOTE: the scheduler and the KV pool may be mid-step and inconsistent: only the requests are touched.
+  std::vector<std::unique_ptr<RequestState>> incoming;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    dead_ = true;  // from here submit() refuses, so no request can arrive unanswered
+    incoming.swap(incoming_);
+    num_queued_ = 0;
+  }
+  for (auto& r : incoming) requests_.emplace(r->id, std::move(r));
+  std::map<uint64_t, std::unique_ptr<RequestState>> failed;
+  failed.swap(requests_);
+  {
+    // The gauges say so before any request hears of it.
+    std::lock_guard<std::mutex> lock(mu_);
+    stats_.finished_by_reason["error"] += failed.size();
+    publish_gauges();
+  }
+  alive_ = false;
+  for (auto& [id, r] : failed) emit(r.get(), {ErrorEvent{message}, true});
 }
 
 void Engine::admit_and_cancel() {
@@ -233,6 +264,8 @@ void Engine::step() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stats_.kv_blocks_peak = std::max(stats_.kv_blocks_peak, kv_.pool().num_used());
+    if (config_.debug_fault_at_step > 0 && stats_.num_steps + 1 == config_.debug_fault_at_step)
+      throw EngineFault("the test hook's fault at step " + std::to_string(config_.debug_fault_at_step));
   }
 
   uint64_t prompt_tokens = 0;

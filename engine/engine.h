@@ -27,12 +27,30 @@ struct EngineConfig {
   int max_queue = 1024;   // requests waiting to start; beyond it submit() throws QueueFullError
   bool enable_prefix_caching = true;
   int debug_step_delay_ms = 0;  // a test hook: the engine thread sleeps this long after every step
+  // NOTE: a test hook: step number N (1-based) throws an EngineFault, which stops the engine thread.
+  // 0: never.
+  uint64_t debug_fault_at_step = 0;
 };
 
 // The waiting queue is full: try again later (HTTP 429/503 with Retry-After).
 class QueueFullError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+// The engine thread has stopped (after an EngineFault, or shutdown()): nothing submitted will run
+// (HTTP 503).
+class EngineDeadError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A fault the engine cannot step past (a broken invariant inside a step): every request in flight ends
+// with an ErrorEvent and the engine thread stops; alive() turns false. Other exceptions from a step fail
+// only the requests in it.
+class EngineFault : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
 };
 
 struct EngineStats {
@@ -83,6 +101,7 @@ class Engine {
  private:
   void loop();
   void step();
+  void fail_all(const std::string& message);  // after an EngineFault: every request ends with an error
   void admit_and_cancel();
   void process_outputs(const SchedulerOutput& out);
   void sample_sequence(Sequence* seq, const float* logits);
@@ -114,6 +133,7 @@ class Engine {
   uint64_t next_id_ = 1;
   int num_queued_ = 0;  // submitted, not yet scheduled the first time
   bool stopping_ = false;
+  bool dead_ = false;   // the engine thread stopped; submit() refuses
   EngineStats stats_;   // snapshot refreshed after every step
   std::atomic<bool> alive_{true};
 

@@ -208,6 +208,9 @@ class GgufParser {
         r.fail("data offset " + std::to_string(offset) + " is not a multiple of the alignment " +
                std::to_string(alignment));
       uint64_t nbytes = 0;
+      // NOTE: row_bytes multiplies in int64_t: a first dimension past INT64_MAX / 4 would overflow it.
+      if (!t.ne.empty() && t.ne[0] > std::numeric_limits<int64_t>::max() / 4)
+        r.fail("absurd shape " + format_ne(t.ne) + ": row byte count overflows");
       const uint64_t rows = t.ne[0] == 0 ? 0 : num_elements / uint64_t(t.ne[0]);
       if (__builtin_mul_overflow(uint64_t(kernels::row_bytes(t.dtype, t.ne[0])), rows, &nbytes) ||
           nbytes > uint64_t(std::numeric_limits<int64_t>::max()))

@@ -1,4 +1,4 @@
-// GGUF v2/v3: a memory-mapped reader and a streaming writer.
+// GGUF v2/v3: a reader over the file read into memory and a streaming writer.
 // Format: magic "GGUF", u32 version, u64 tensor_count, u64 kv_count, kv pairs, tensor infos
 // (name, n_dims, ne[n_dims] (ne[0] fastest), ggml type, offset), padding to general.alignment (32),
 // then tensor data.

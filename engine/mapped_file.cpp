@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -14,6 +15,7 @@ namespace inflight::engine {
 
 namespace {
 
+// Anonymous pages (page-aligned, as mmap'ed tensors were; returned to the system on destruction).
 struct Mapping {
   void* addr = nullptr;
   size_t size = 0;
@@ -22,36 +24,55 @@ struct Mapping {
   }
 };
 
+struct Fd {
+  int fd = -1;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+constexpr size_t kReadChunk = size_t(64) << 20;  // bytes per read(); bounded so a signal costs little
+
 }  // namespace
 
 MappedFile map_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw_load_error(path, std::string("cannot open: ") + std::strerror(errno));
+  Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (f.fd < 0) throw_load_error(path, std::string("cannot open: ") + std::strerror(errno));
   struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    const int err = errno;
-    ::close(fd);
-    throw_load_error(path, std::string("cannot stat: ") + std::strerror(err));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw_load_error(path, "not a regular file");
-  }
+  if (fstat(f.fd, &st) != 0) throw_load_error(path, std::string("cannot stat: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw_load_error(path, "not a regular file");
   MappedFile file;
   file.size = uint64_t(st.st_size);
+  auto mapping = std::make_shared<Mapping>();
   if (file.size == 0) {  // mmap rejects length 0; an empty file is simply no bytes
-    ::close(fd);
-    file.owner = std::make_shared<Mapping>();
+    file.owner = std::move(mapping);
     return file;
   }
-  void* addr = mmap(nullptr, size_t(file.size), PROT_READ, MAP_PRIVATE, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping stays valid without the descriptor
-  if (addr == MAP_FAILED) throw_load_error(path, std::string("cannot mmap: ") + std::strerror(err));
-  auto mapping = std::make_shared<Mapping>();
+  void* addr = mmap(nullptr, size_t(file.size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (addr == MAP_FAILED)
+    throw_load_error(path, "cannot allocate " + std::to_string(file.size) + " bytes: " + std::strerror(errno));
   mapping->addr = addr;
   mapping->size = size_t(file.size);
-  file.data = static_cast<const uint8_t*>(addr);
+  auto* bytes = static_cast<uint8_t*>(addr);
+  uint64_t done = 0;
+  while (done < file.size) {
+    const size_t want = size_t(std::min<uint64_t>(file.size - done, kReadChunk));
+    const ssize_t n = ::pread(f.fd, bytes + done, want, off_t(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) throw_load_error(path, "cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
+    if (n == 0)
+      throw_load_error(path, "the file shrank while it was read: " + std::to_string(done) + " of " +
+                                 std::to_string(file.size) + " bytes");
+    done += uint64_t(n);
+  }
+  struct stat after {};
+  if (fstat(f.fd, &after) != 0 || after.st_size != st.st_size || after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
+      after.st_mtim.tv_nsec != st.st_mtim.tv_nsec)
+    throw_load_error(path, "the file changed while it was read; load it again once it is complete");
+  // The private copy is what is served; the page cache's copy may go.
+  posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
+  mprotect(addr, size_t(file.size), PROT_READ);  // NOTE: views are const; a stray write faults at once
+  file.data = bytes;
   file.owner = std::move(mapping);
   return file;
 }

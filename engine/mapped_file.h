@@ -1,4 +1,6 @@
-// MappedFile: a whole file mapped read-only into memory, shared by the views handed out of it.
+// MappedFile: a whole file read into private memory, shared by the views handed out of it.
+// NOTE: read, not mmap'ed: a file mapped from disk that is truncated or rewritten while served would
+// crash the process with SIGBUS on the next touch of a vanished page; a private copy cannot change.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,10 +11,11 @@ namespace inflight::engine {
 struct MappedFile {
   const uint8_t* data = nullptr;  // [size] bytes; nullptr when size == 0
   uint64_t size = 0;
-  std::shared_ptr<const void> owner;  // unmaps when the last view goes
+  std::shared_ptr<const void> owner;  // frees the memory when the last view goes
 };
 
-// Throws LoadError naming `path` when it cannot be opened, is not a regular file, or cannot be mapped.
+// Reads the whole file at `path` into anonymous memory. Throws LoadError naming `path` when it cannot be
+// opened or read, is not a regular file, or changes size while it is read.
 MappedFile map_file(const std::string& path);
 
 }  // namespace inflight::engine

@@ -466,6 +466,10 @@ Tokenizer load_tokenizer(const std::string& path) {
   return Tokenizer::from_vocab(gguf_vocab(g, 0), path);
 }
 
+LoadedModel load_gguf_model(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name) {
+  return load_gguf(GgufFile::from_memory(std::move(bytes), name));
+}
+
 LoadedModel load_builtin_model() {
   return load_gguf(GgufFile::from_static(default_model_gguf(), std::string("<builtin:") + kDefaultModelName + ">"));
 }

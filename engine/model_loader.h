@@ -1,6 +1,9 @@
 // Loads a model (weights + tokenizer) from a GGUF file, a Hugging Face folder, or the built-in default.
 #pragma once
+#include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/tokenizer.h"
 #include "engine/weights.h"
@@ -23,6 +26,9 @@ LoadedModel load_model(const std::string& path);
 // The tokenizer alone: a Hugging Face folder (tokenizer.json or tokenizer.model), a tokenizer.json or
 // tokenizer.model file, or a .gguf file's vocabulary. Throws LoadError.
 Tokenizer load_tokenizer(const std::string& path);
+
+// A GGUF file's bytes already in memory (tests, fuzzing); `name` stands for the path in errors.
+LoadedModel load_gguf_model(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name);
 
 // The built-in default model: stories260K, trained, embedded in the executable (see default_model.h).
 LoadedModel load_builtin_model();

@@ -64,6 +64,17 @@ json read_json_file(const fs::path& path) {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   MappedFile m = map_file(path);
+  return parse(path, m);
+}
+
+SafetensorsFile SafetensorsFile::from_memory(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name) {
+  if (!bytes) throw_load_error(name, "no bytes");
+  MappedFile m{bytes->data(), bytes->size(), nullptr};
+  m.owner = std::shared_ptr<const void>(std::move(bytes));
+  return parse(name, m);
+}
+
+SafetensorsFile SafetensorsFile::parse(const std::string& path, const MappedFile& m) {
   SafetensorsFile f;
   f.path_ = path;
   f.storage_ = m.owner;

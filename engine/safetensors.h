@@ -1,4 +1,4 @@
-// safetensors: memory-mapped readers for one file and for a Hugging Face folder (one file, or shards
+// safetensors: readers over files read into memory, for one file and for a Hugging Face folder (one file, or shards
 // listed by model.safetensors.index.json).
 // Format: u64 little-endian header length N, N bytes of JSON {name: {dtype, shape, data_offsets: [begin,
 // end)}, "__metadata__": {str: str}}, then the data section; offsets are relative to its start.
@@ -13,6 +13,8 @@
 #include "kernels/dtype.h"
 
 namespace inflight::engine {
+
+struct MappedFile;
 
 struct SafetensorsTensor {
   std::string name;
@@ -31,6 +33,8 @@ class SafetensorsFile {
   // a dtype the engine cannot use (I64, F64, ...) is listed with dtype == nullopt. Throws LoadError
   // naming the file (and the tensor).
   static SafetensorsFile open(const std::string& path);
+  // The same over bytes in memory (tests, fuzzing); `name` stands for the path in errors.
+  static SafetensorsFile from_memory(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name);
 
   const std::string& path() const { return path_; }
   const std::vector<SafetensorsTensor>& tensors() const { return tensors_; }
@@ -39,6 +43,8 @@ class SafetensorsFile {
   std::shared_ptr<const void> storage() const { return storage_; }
 
  private:
+  static SafetensorsFile parse(const std::string& path, const MappedFile& bytes);
+
   std::string path_;
   std::vector<SafetensorsTensor> tensors_;
   std::map<std::string, size_t> index_;

@@ -1,5 +1,5 @@
 // ModelWeights: every tensor of a Llama-family decoder, as views into memory the object keeps alive
-// (a memory-mapped file, or a buffer). Filled by the GGUF and the safetensors loaders alike.
+// (a model file read into memory, or a buffer). Filled by the GGUF and the safetensors loaders alike.
 #pragma once
 #include <memory>
 #include <vector>
@@ -27,7 +27,7 @@ struct ModelWeights {
   std::vector<LayerWeights> layers;  // [num_layers]
   std::vector<float> output_norm;    // [dim]
   kernels::WeightMatrix output;      // [vocab_size, dim]; == token_embd when tied
-  // Owners of the memory the views point into (mapped files, converted buffers).
+  // Owners of the memory the views point into (files read into memory, converted buffers).
   std::vector<std::shared_ptr<const void>> storage;
 };
 

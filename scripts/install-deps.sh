@@ -24,7 +24,9 @@ if [ "$build_only" -eq 0 ]; then
     build-essential git ca-certificates
     doctest-dev                         # unit tests
     libbenchmark-dev                    # bench/ micro-benchmarks
-    python3                             # test helpers
+    python3                             # test helpers, the chaos soak (scripts/soak.py)
+    clang libclang-rt-14-dev            # libFuzzer targets (scripts/fuzz.sh): clang 14 and its fuzzer/sanitizer runtimes
+    llvm                                # llvm-symbolizer: file:line in sanitizer and fuzzer reports
     docker-compose                      # tests validate docker/docker-compose.yml (`docker-compose config`, no engine)
     chromium                            # the web page test drives it with playwright-core (ctest webui)
   )

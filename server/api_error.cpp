@@ -32,6 +32,9 @@ json current_exception_json(int* status) {
   } catch (const std::invalid_argument& e) {
     *status = 400;
     return error_json("invalid_request_error", e.what());
+  } catch (const engine::EngineDeadError& e) {
+    *status = 503;
+    return error_json("server_error", e.what(), {}, "engine_dead");
   } catch (const engine::QueueFullError& e) {
     *status = 429;
     return error_json("rate_limit_error", e.what(), {}, "queue_full");

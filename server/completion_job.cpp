@@ -169,7 +169,8 @@ void CompletionJob::send_chunk(int choice, const std::string& text, const std::v
 }
 
 void CompletionJob::send_error(int status, const std::string& type, const std::string& message) {
-  const json body = error_json(type, message, {}, status == 503 ? "shutting_down" : "");
+  const std::string code = status == 503 ? "shutting_down" : model_.engine->alive() ? "" : "engine_dead";
+  const json body = error_json(type, message, {}, code);
   if (req_.stream) {
     channel_->send_event(dump_json(body));
     channel_->send_event(sse_done());

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 
 #include <boost/asio/dispatch.hpp>
@@ -34,6 +35,9 @@ namespace {
 std::chrono::milliseconds seconds(double s) { return std::chrono::milliseconds(int64_t(s * 1000.0)); }
 
 constexpr auto kDrainTimeout = std::chrono::seconds(3);  // reading what a refused client still sends
+// Connections over the limit being answered at once; beyond it they are closed without an answer, so
+// that a flood cannot hold more descriptors than max_connections + this.
+constexpr int kMaxRefusing = 64;
 constexpr char kContinue[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
 }  // namespace
@@ -417,7 +421,9 @@ void HttpServer::do_accept() {
 
 void HttpServer::on_accept(beast::error_code ec, tcp::socket socket) {
   if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;  // stopped
-  if (!ec) {
+  if (!ec && registry_->num_open.load() >= state_.config().max_connections) {
+    refuse_connection(std::move(socket));
+  } else if (!ec) {
     auto session = std::make_shared<HttpSession>(std::move(socket), state_, router_, registry_);
     {
       std::lock_guard<std::mutex> lock(registry_->mu);
@@ -430,6 +436,70 @@ void HttpServer::on_accept(beast::error_code ec, tcp::socket socket) {
     spdlog::warn("accept failed: {}", ec.message());
   }
   do_accept();
+}
+
+namespace {
+
+// A refused connection: the 503 is written, the sending side shut, and what the client still sends is
+// read and dropped until it closes or kDrainTimeout passes (closing with unread bytes would reset the
+// connection and could destroy the answer before the client reads it).
+struct RefusedConnection : std::enable_shared_from_this<RefusedConnection> {
+  RefusedConnection(tcp::socket&& socket, std::string bytes, std::shared_ptr<ConnectionRegistry> registry)
+      : stream(std::move(socket)), response(std::move(bytes)), registry(std::move(registry)) {
+    this->registry->num_refusing++;
+  }
+  ~RefusedConnection() { registry->num_refusing--; }
+
+  void start() {
+    stream.expires_after(kDrainTimeout);
+    net::async_write(stream, net::buffer(response), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+      if (ec) return self->close();
+      self->drain();
+    });
+  }
+  void drain() {
+    stream.async_read_some(net::buffer(scratch), [self = shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) return self->close();
+      self->drain();
+    });
+  }
+  void close() {
+    beast::error_code ec;
+    stream.socket().close(ec);
+  }
+
+  beast::tcp_stream stream;
+  std::string response;
+  std::shared_ptr<ConnectionRegistry> registry;
+  char scratch[4096];
+};
+
+}  // namespace
+
+void HttpServer::refuse_connection(tcp::socket socket) {
+  state_.metrics().count_http_response(503);
+  spdlog::debug("refused a connection: {} open (max_connections)", registry_->num_open.load());
+  if (registry_->num_refusing.load() >= kMaxRefusing) {
+    beast::error_code ec;
+    socket.close(ec);
+    return;
+  }
+  HttpResponse res = json_response(
+      503,
+      error_json("server_error",
+                 "too many open connections (max_connections " + std::to_string(state_.config().max_connections) +
+                     "); try again shortly",
+                 {}, "too_many_connections"),
+      state_.config().retry_after_seconds);
+  res.set(http::field::server, "inflight");
+  res.keep_alive(false);
+  res.prepare_payload();
+  std::ostringstream out;
+  out << res;
+  auto refused = std::make_shared<RefusedConnection>(std::move(socket), out.str(), registry_);
+  refused->start();
 }
 
 }  // namespace inflight::server

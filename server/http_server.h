@@ -1,7 +1,8 @@
 // HttpServer: the listener and its connections, after Beast's advanced async server. Each connection is
 // one HttpSession on its own strand: requests are read with a deadline and with header and body limits,
 // answered through the Router, and written with a deadline; while a generation runs the session watches
-// the socket, so a client that goes away cancels its request.
+// the socket, so a client that goes away cancels its request. Beyond max_connections open connections,
+// a new one is answered 503 and closed.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -23,6 +24,7 @@ class HttpSession;
 // The live connections; shared with the sessions so that it outlives the last of them.
 struct ConnectionRegistry {
   std::atomic<int> num_open{0};
+  std::atomic<int> num_refusing{0};  // connections over max_connections being answered 503 and closed
   std::mutex mu;
   std::vector<std::weak_ptr<HttpSession>> sessions;  // pruned as sessions come and go
 };
@@ -42,6 +44,8 @@ class HttpServer {
  private:
   void do_accept();
   void on_accept(boost::system::error_code ec, boost::asio::ip::tcp::socket socket);
+  // A connection over max_connections: 503, then closed.
+  void refuse_connection(boost::asio::ip::tcp::socket socket);
 
   boost::asio::io_context& ioc_;
   ServerState& state_;

@@ -8,6 +8,8 @@
 #include "server/api_error.h"
 #include "server/completion_job.h"
 #include "server/completions.h"
+#include "server/constant_time.h"
+#include "server/log_escape.h"
 #include "server/status.h"
 #include "server/webui.h"
 #include "server/tokenize.h"
@@ -19,18 +21,10 @@ using nlohmann::json;
 
 namespace {
 
-// Compares without an early exit, so the time taken does not tell where a guess went wrong.
-bool equal_constant_time(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;  // NOTE: the length may show; the content does not
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
-}
-
 json parse_body(const HttpRequest& request) {
   try {
     return json::parse(request.body());
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past double (1e400)
     throw BadRequest("", std::string("the request body is not valid JSON: ") + e.what());
   }
 }
@@ -64,7 +58,8 @@ HttpResponse json_response(int status, const json& body, int retry_after_seconds
 
 void Router::handle(HttpRequest request, const std::shared_ptr<ResponseChannel>& channel) {
   std::string target(request.target());
-  const std::string request_line = std::string(request.method_string()) + " " + target;
+  // Logged (here and by the CompletionJob) inside quotes: escaped, so a request cannot forge log lines.
+  const std::string request_line = log_escape(std::string(request.method_string()) + " " + target);
   std::optional<HttpResponse> response;
   try {
     response = dispatch(request, channel, request_line);

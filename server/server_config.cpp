@@ -42,6 +42,7 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("webui", c.webui);
   fn("threads", c.threads);
   fn("http_threads", c.http_threads);
+  fn("max_connections", c.max_connections);
   fn("log_level", c.log_level);
   fn("chat_template", c.chat_template);
   fn("max_body_bytes", c.max_body_bytes);
@@ -139,6 +140,7 @@ void validate(const ServerConfig& c) {
   parse_memory_size(c.kv_cache_memory, int64_t(1) << 30);
   require(c.threads >= 0, "threads must be >= 0 (0: all cores)");
   require(c.http_threads >= 1 && c.http_threads <= 256, "http_threads must be in [1, 256]");
+  require(c.max_connections >= 1, "max_connections must be at least 1");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   require(std::find(std::begin(kLevels), std::end(kLevels), c.log_level) != std::end(kLevels),
           "log_level must be one of trace, debug, info, warn, error, critical, off");

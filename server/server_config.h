@@ -27,6 +27,7 @@ struct ServerConfig {
   bool webui = true;                   // GET / serves the built-in web page (--no-webui: 404)
   int threads = 0;                     // compute threads; 0: all cores
   int http_threads = 2;                // Asio threads serving HTTP
+  int max_connections = 512;           // open client connections; beyond it: 503 and closed
   std::string log_level = "info";      // trace, debug, info, warn, error, critical, off
   std::string chat_template = "auto";  // "auto" (the model's own, else llama2), a built-in's name, or a file
   int64_t max_body_bytes = 4 << 20;    // larger request bodies get 413

@@ -1,5 +1,7 @@
 #include "kernels/cpu/isa.h"
 
+#include <cpuid.h>
+
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -7,19 +9,26 @@
 namespace inflight::kernels::cpu {
 namespace {
 
+// F16C from CPUID leaf 1 (clang 14's __builtin_cpu_supports does not know "f16c"). Its OS-enabled state
+// is AVX's, which the AVX2 / AVX-512 checks it is combined with already require.
+bool has_f16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  return __get_cpuid(1, &a, &b, &c, &d) != 0 && (c & bit_F16C) != 0;
+}
+
 Isa detect() {
   __builtin_cpu_init();
   // __builtin_cpu_supports checks the OS-enabled state (XCR0) as well as CPUID on GCC >= 11.
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                      __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+                      __builtin_cpu_supports("fma") && has_f16c();
   if (avx512 && __builtin_cpu_supports("avx512vnni")) {
     const bool bf16 = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512vbmi");
     return bf16 ? Isa::Avx512Bf16 : Isa::Avx512Vnni;
   }
   if (avx512) return Isa::Avx512;
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                    __builtin_cpu_supports("f16c");
+                    has_f16c();
   return avx2 ? Isa::Avx2 : Isa::Scalar;
 }
 

@@ -60,6 +60,10 @@ TEST_SUITE("serve errors") {
     CHECK(bad_json.status == 400);
     check_error_envelope(json::parse(bad_json.body));
     CHECK(json::parse(bad_json.body)["error"]["message"].get<std::string>().find("JSON") != std::string::npos);
+    // A number past double's range is a JSON error too (found by fuzz_http), not a 500.
+    const HttpResult overflow = http_request(port, "POST", "/v1/completions", "{\"prompt\": \"x\", \"seed\": 71e308}");
+    CHECK(overflow.status == 400);
+    check_error_envelope(json::parse(overflow.body));
 
     check_400(port, json::array({1, 2}), "");
     check_400(port, {{"max_tokens", 4}}, "prompt");
