@@ -13,11 +13,16 @@ case "$mode" in
     flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
     targets=(all)
     tests=""
+    # The soak's checks are timed (a burst must outrun the accept loop, requests must finish in the run);
+    # under ASan on a busy machine they failed without any sanitizer report. It runs in the normal suite, and
+    # against an ASan server by hand (docs/RELIABILITY.md).
+    exclude='^soak$'
     ;;
   tsan)
     flags="-fsanitize=thread"
     targets=(inflight test_engine test_server)
     tests='^(engine|server)$'
+    exclude=''
     ;;
   *)
     echo "usage: scripts/sanitize.sh asan|tsan [build-dir] [cmake args...]" >&2
@@ -49,7 +54,7 @@ status=0
 if [ -n "$tests" ]; then
   ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -R "$tests" || status=$?
 else
-  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" || status=$?
+  ctest --test-dir "$build" --output-on-failure -j"$(nproc)" -E "$exclude" || status=$?
 fi
 t2=$(date +%s)
 echo "sanitize $mode: tests $((t2 - t1)) s"

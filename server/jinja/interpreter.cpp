@@ -402,7 +402,11 @@ class Interpreter {
   // scope over the one it was defined in, renders its body and returns the text.
   Value make_macro(const Stmt& s, const std::vector<MacroParam>& params, const Body& body, const ScopePtr& defined_in,
                    const std::string& name) {
-    return Value::function([this, &s, &params, &body, defined_in, name](const Args& args) {
+    // NOTE: a weak reference: the macro is usually stored in the very scope it was defined in, and a strong one
+    // would make that scope own itself (a leak LeakSanitizer reports).
+    return Value::function([this, &s, &params, &body, weak = std::weak_ptr<Scope>(defined_in), name](const Args& args) {
+      ScopePtr defined_in = weak.lock();
+      if (defined_in == nullptr) fail_at(s.line, "macro '" + name + "' called after the scope that defined it ended");
       auto scope = std::make_shared<Scope>(defined_in);
       Array varargs;
       for (size_t i = 0; i < args.positional.size(); ++i) {
