@@ -236,7 +236,9 @@ class Interpreter {
   Args eval_args(const Expr& e, size_t first, const ScopePtr& scope) {
     Args args;
     for (size_t i = first; i < e.items.size(); ++i) args.positional.push_back(eval(*e.items[i], scope));
-    for (const auto& [k, v] : e.kwargs) {
+    for (const auto& kv : e.kwargs) {
+      const auto& k = kv.first;  // not a structured binding: clang 14 cannot capture one in a lambda
+      const auto& v = kv.second;
       if (k == "*") {
         for (Value& x : wrap(e.line, [&] { return iterate(eval(*v, scope)); })) args.positional.push_back(std::move(x));
       } else if (k == "**") {

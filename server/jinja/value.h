@@ -51,7 +51,7 @@ struct Args {
   const Value* get(size_t index, std::string_view name) const;
   // The keyword argument `name` (keyword-only parameters); nullptr when absent.
   const Value* named(std::string_view name) const;
-  size_t size() const { return positional.size() + keyword.size(); }
+  size_t size() const;  // defined below Value (a vector of an incomplete type has no size yet)
 };
 
 using Function = std::function<Value(const Args&)>;
@@ -148,5 +148,7 @@ std::string format_float(double f);
 // by code point.
 std::vector<std::string> utf8_chars(std::string_view s);
 size_t utf8_length(std::string_view s);
+
+inline size_t Args::size() const { return positional.size() + keyword.size(); }
 
 }  // namespace inflight::server::jinja

@@ -55,7 +55,7 @@ struct Served {
                           c.max_queue = 0;  // every submit that passes the checks is refused: nothing runs
                           return c;
                         }()};
-  server::ChatTemplate chat_template{server::ChatTemplateKind::Llama2, loaded.tokenizer};
+  server::ChatTemplate chat_template{server::choose_chat_template("llama2", {}), loaded.tokenizer};
   server::ServerState state{[] {
     server::ServerConfig c;
     c.max_body_bytes = 64 << 10;
