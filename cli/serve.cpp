@@ -260,7 +260,7 @@ void add_serve_command(CLI::App& app) {
   add_flag_option<&ServerConfig::max_model_len>(cmd, *flags, "--max-model-len", v.max_model_len,
                                                 "Prompt + generated tokens per sequence (default: the model's context)");
   add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,
-                                                 "KV cache storage dtype (default f32)");
+                                                 "KV cache storage dtype (default f16)");
   add_flag_option<&ServerConfig::kv_quant_group>(cmd, *flags, "--kv-quant-group", v.kv_quant_group,
                                                  "int8 KV: channels sharing one scale, >= 8 and dividing the head dim "
                                                  "(default 0 = the head dim)");

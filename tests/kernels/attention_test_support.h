@@ -140,6 +140,32 @@ inline PagedBatch make_batch(const std::vector<SeqSpec>& specs, int num_q_heads,
   return b;
 }
 
+// RoPE fused into the step: `style` pairs, the first `rotary_dim` features, theta 10000.
+inline void set_rope(kernels::AttentionParams& p, kernels::RopeStyle style, int rotary_dim) {
+  p.rope.style = style;
+  p.rope.head_dim = p.head_dim;
+  p.rope.rotary_dim = rotary_dim;
+  p.rope.theta = 10000.0f;
+}
+
+struct Run {
+  std::vector<float> out;
+  PagedBatch batch;  // the cache after the step
+};
+
+// Runs the step of `b` (a copy) with `backend`; `tweak` edits the params first.
+template <class Backend, class Tweak>
+Run run_step(const PagedBatch& b, Backend backend, Tweak tweak) {
+  Run r{std::vector<float>(size_t(b.num_tokens()) * b.num_q_heads * b.head_dim, NAN), b};
+  kernels::AttentionParams p = r.batch.params(r.out.data());
+  tweak(p);
+  backend(p);
+  return r;
+}
+
+inline const auto kReference = [](const kernels::AttentionParams& p) { kernels::reference::attention(p); };
+inline const auto kNoTweak = [](kernels::AttentionParams&) {};
+
 // The mask sweep every backend runs: bool and additive masks in the (Sq,Skv), (N,Sq,Skv) and (B,N,Sq,Skv)
 // broadcasts, band pre/next tokens, softcap and q_scaling, f32 and int8 KV. check(batch, tweak, dtype) runs
 // the backend under test and the reference with `tweak` applied to the step's params and compares them.

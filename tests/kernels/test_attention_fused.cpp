@@ -12,6 +12,11 @@
 
 using namespace inflight;
 using kernels::KvDType;
+using test::Run;
+using test::run_step;
+using test::set_rope;
+using test::kReference;
+using test::kNoTweak;
 
 namespace {
 
@@ -48,31 +53,7 @@ double quantization_tolerance(KvDType t) {
   return 0.0;
 }
 
-void set_rope(kernels::AttentionParams& p, kernels::RopeStyle style, int rotary_dim) {
-  p.rope.style = style;
-  p.rope.head_dim = p.head_dim;
-  p.rope.rotary_dim = rotary_dim;
-  p.rope.theta = 10000.0f;
-}
-
-struct Run {
-  std::vector<float> out;
-  test::PagedBatch batch;  // the cache after the step
-};
-
-// Runs the step of `b` (a copy) with `backend`; `tweak` edits the params first.
-template <class Backend, class Tweak>
-Run run_step(const test::PagedBatch& b, Backend backend, Tweak tweak) {
-  Run r{std::vector<float>(size_t(b.num_tokens()) * b.num_q_heads * b.head_dim, NAN), b};
-  kernels::AttentionParams p = r.batch.params(r.out.data());
-  tweak(p);
-  backend(p);
-  return r;
-}
-
 const auto kFused = [](const kernels::AttentionParams& p) { kernels::cpu::attention(p); };
-const auto kReference = [](const kernels::AttentionParams& p) { kernels::reference::attention(p); };
-const auto kNoTweak = [](kernels::AttentionParams&) {};
 
 // One sequence's rows [r0, r1) of an already appended step, as their own batch (no append).
 kernels::AttentionParams sub_params(test::PagedBatch& b, int s, int r0, int r1, float* out,

@@ -13,6 +13,11 @@
 
 using namespace inflight;
 using kernels::KvDType;
+using test::Run;
+using test::run_step;
+using test::set_rope;
+using test::kReference;
+using test::kNoTweak;
 
 namespace {
 
@@ -21,31 +26,8 @@ namespace {
 // dtype has the float tolerance of the CPU's scalar path, with margin for expf.
 double cuda_tolerance(KvDType) { return 5e-5; }
 
-void set_rope(kernels::AttentionParams& p, kernels::RopeStyle style, int rotary_dim) {
-  p.rope.style = style;
-  p.rope.head_dim = p.head_dim;
-  p.rope.rotary_dim = rotary_dim;
-  p.rope.theta = 10000.0f;
-}
-
-struct Run {
-  std::vector<float> out;
-  test::PagedBatch batch;  // the cache after the step
-};
-
-template <class Backend, class Tweak>
-Run run_step(const test::PagedBatch& b, Backend backend, Tweak tweak) {
-  Run r{std::vector<float>(size_t(b.num_tokens()) * b.num_q_heads * b.head_dim, NAN), b};
-  kernels::AttentionParams p = r.batch.params(r.out.data());
-  tweak(p);
-  backend(p);
-  return r;
-}
-
 const auto kCuda = [](const kernels::AttentionParams& p) { test::cuda_attention(p); };
-const auto kReference = [](const kernels::AttentionParams& p) { kernels::reference::attention(p); };
 const auto kCpu = [](const kernels::AttentionParams& p) { kernels::cpu::append_kv(p); };
-const auto kNoTweak = [](kernels::AttentionParams&) {};
 
 }  // namespace
 
