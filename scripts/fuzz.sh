@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target (clang, AddressSanitizer + UBSan) and runs it for SECONDS over its seed corpus.
-#   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]     TARGET: http config gguf safetensors tokenizer sse
+#   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]     TARGET: http config gguf safetensors tokenizer bpe jinja sse
 #   scripts/fuzz.sh all SECONDS                              each target in turn
 # The committed seeds (tests/fuzz/corpus/TARGET) are read, never written; new inputs go to
 # <build>/corpus/TARGET, a crashing input to <build>/artifacts/TARGET/. Exit status: non-zero on a finding.
 # The build folder: $INFLIGHT_FUZZ_BUILD, default build-fuzz.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-targets=(http config gguf safetensors tokenizer sse)
+targets=(http config gguf safetensors tokenizer bpe jinja sse)
 target="${1:-}"
 seconds="${2:-}"
 if [ -z "$target" ] || [ -z "$seconds" ]; then

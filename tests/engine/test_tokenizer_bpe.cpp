@@ -102,6 +102,32 @@ TEST_SUITE("tokenizer_bpe") {
     CHECK(stream_text(t, t.encode("Once upon", false), t.encode(" a time", false)) == " a time");
   }
 
+  TEST_CASE("a prompt ending inside a UTF-8 character: the stream does not repeat the U+FFFD decode(prompt) shows") {
+    // Found by fuzzing (tests/fuzz/corpus/bpe/regression-prompt-partial-utf8): the prompt ends with the byte
+    // token <0xE4> (the lead byte of a 3-byte character), generation goes on with <0x94> and '#'. decode(prompt)
+    // shows the dangling byte as U+FFFD; decode(all) shows <0xE4><0x94> as one U+FFFD (a maximal subpart),
+    // so the stream must add only "#" and what follows, not a second U+FFFD.
+    test::TempDir dir("bpe");
+    test::write_tiny_metaspace_tokenizer(dir.path);
+    const json vocab = read_json(dir.path / "tokenizer.json")["model"]["vocab"];
+    auto id = [&](const char* piece) { return vocab.at(piece).get<int32_t>(); };
+    const Tokenizer t = load(dir);
+    const std::vector<int32_t> prompt = {id("<0xFD>"), id("<0xE4>")};
+    const std::vector<int32_t> generated = {id("<0x94>"), id("<0x23>"), id("<0xE7>"), id("<0xBF>"), id("u")};
+    std::vector<int32_t> all = prompt;
+    all.insert(all.end(), generated.begin(), generated.end());
+    const std::string prompt_text = t.decode(prompt), whole = t.decode(all);
+    REQUIRE(whole.starts_with(prompt_text));
+    CHECK(stream_text(t, prompt, generated) == whole.substr(prompt_text.size()));
+    // A prompt that ends with a character's first bytes and a generation that completes it: the held-back
+    // bytes are never streamed as U+FFFD.
+    const std::vector<int32_t> abc = t.encode("abc", false);
+    std::vector<int32_t> p2 = abc;
+    p2.push_back(id("<0xE6>"));
+    const std::string s2 = stream_text(t, p2, {id("<0x97>"), id("<0xA5>"), id("a")});
+    CHECK(s2.find("\xEF\xBF\xBD") == std::string::npos);
+  }
+
   TEST_CASE("sentencepiece-style BPE (Llama 2 style): Prepend/Replace, byte fallback, BOS, leading space") {
     test::TempDir dir("bpe");
     const int n = test::write_tiny_metaspace_tokenizer(dir.path);
