@@ -34,7 +34,7 @@ Value attribute_of(const Value& v, const std::string& attribute) {
     if (dot == std::string::npos) dot = attribute.size();
     const std::string part = attribute.substr(start, dot - start);
     const bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-    cur = digits ? get_item(cur, Value(int64_t(std::stoll(part)))) : get_item(cur, Value(part));
+    cur = digits ? get_item(cur, Value(decimal_count(part, "attribute index"))) : get_item(cur, Value(part));
     start = dot + 1;
   }
   return cur;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstdlib>
 
 #include <utf8proc.h>
 
@@ -212,7 +213,8 @@ class Lexer {
     t.text = text;
     if (is_float) {
       t.kind = TokenKind::Float;
-      t.float_value = std::stod(text);
+      // As Python's float(): past double's range is inf, below it 0 (std::stod would throw out_of_range).
+      t.float_value = std::strtod(text.c_str(), nullptr);
     } else {
       t.kind = TokenKind::Int;
       try {

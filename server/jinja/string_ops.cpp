@@ -77,13 +77,16 @@ std::string apply_spec(const Value& v, const std::string& spec) {
     if (!align) fill = '0', align = '=';
     ++i;
   }
-  size_t width = 0;
-  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) width = width * 10 + size_t(spec[i++] - '0');
+  auto digits = [&] {
+    const size_t start = i;
+    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) ++i;
+    return std::string_view(spec).substr(start, i - start);
+  };
+  const size_t width = size_t(decimal_count(digits(), "format width"));
   int precision = -1;
   if (i < spec.size() && spec[i] == '.') {
-    precision = 0;
     ++i;
-    while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) precision = precision * 10 + (spec[i++] - '0');
+    precision = int(decimal_count(digits(), "format precision"));
   }
   const char type = i < spec.size() ? spec[i] : 0;
   std::string body;
@@ -314,7 +317,17 @@ bool char_class_test(const std::string& s, const std::string& which) {
   return false;
 }
 
+int64_t decimal_count(std::string_view digits, const char* what) {
+  int64_t v = 0;
+  for (char c : digits) {
+    v = v * 10 + (c - '0');
+    if (v > kMaxFormatCount) throw_render_error(std::string(what) + " too large: " + std::string(digits.substr(0, 24)));
+  }
+  return v;
+}
+
 std::string pad(const std::string& s, int64_t width, const std::string& how, const std::string& fill) {
+  if (width > kMaxFormatCount) throw_render_error(how + ": width too large: " + std::to_string(width));
   const int64_t len = int64_t(utf8_length(s));
   if (width <= len) return s;
   const size_t n = size_t(width - len);
@@ -394,7 +407,7 @@ std::string python_format(const std::string& format, const Args& args) {
         if (q == std::string::npos) throw_render_error("str.format: missing ']' in a field");
         const std::string key = field.substr(p + 1, q - p - 1);
         const bool digits = !key.empty() && std::all_of(key.begin(), key.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); });
-        v = get_item(v, digits ? Value(int64_t(std::stoll(key))) : Value(key));
+        v = get_item(v, digits ? Value(decimal_count(key, "str.format index")) : Value(key));
         p = q + 1;
       }
     }
@@ -451,7 +464,7 @@ std::string percent_format(const std::string& format, const Value& args) {
     else if (flags.find(' ') != std::string::npos) spec += ' ';
     if (flags.find('0') != std::string::npos && !align) spec += '0';
     spec += width;
-    if (!precision.empty()) spec += "." + std::to_string(std::stoi(precision));
+    if (!precision.empty()) spec += "." + std::to_string(decimal_count(precision, "format precision"));
     switch (type) {
       case 's': out += apply_spec(Value(v.str()), spec); break;
       case 'r': out += apply_spec(Value(v.repr()), spec); break;

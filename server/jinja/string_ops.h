@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/jinja/value.h"
@@ -24,6 +25,12 @@ std::string replace(const std::string& s, const std::string& from, const std::st
 int64_t count_substring(const std::string& s, const std::string& sub);
 // isdigit, isalpha, isalnum, isspace, islower, isupper, isnumeric, isdecimal.
 bool char_class_test(const std::string& s, const std::string& which);
+// The widths, precisions and indices a template writes are at most this: nothing a template needs is
+// larger, and a larger one would only ask for memory (a render error instead).
+inline constexpr int64_t kMaxFormatCount = int64_t(1) << 20;
+// The value of a run of decimal digits (a width, a precision, an index in a dotted path); a render error
+// naming `what` past kMaxFormatCount.
+int64_t decimal_count(std::string_view digits, const char* what);
 // center, ljust, rjust (with the fill character), zfill.
 std::string pad(const std::string& s, int64_t width, const std::string& how, const std::string& fill);
 // str.format: {} {0} {name} {0[key]} {name.attr} with format specs (fill, align, sign, width, .precision,

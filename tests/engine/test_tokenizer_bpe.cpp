@@ -119,6 +119,15 @@ TEST_SUITE("tokenizer_bpe") {
     const std::string prompt_text = t.decode(prompt), whole = t.decode(all);
     REQUIRE(whole.starts_with(prompt_text));
     CHECK(stream_text(t, prompt, generated) == whole.substr(prompt_text.size()));
+    // The same with tokens that give no text (BOS, <unk>) between the lead byte and the generation: bytes
+    // are joined across them (regression-prompt-partial-utf8-unk).
+    std::vector<int32_t> prompt2 = {id("<0xF2>"), id("<s>")};
+    prompt2.insert(prompt2.end(), 13, id("<unk>"));
+    const std::vector<int32_t> generated2 = {id("<0xB8>"), id("<0x18>"), id("m"), id("<0xD3>")};
+    std::vector<int32_t> all2 = prompt2;
+    all2.insert(all2.end(), generated2.begin(), generated2.end());
+    REQUIRE(t.decode(all2).starts_with(t.decode(prompt2)));
+    CHECK(stream_text(t, prompt2, generated2) == t.decode(all2).substr(t.decode(prompt2).size()));
     // A prompt that ends with a character's first bytes and a generation that completes it: the held-back
     // bytes are never streamed as U+FFFD.
     const std::vector<int32_t> abc = t.encode("abc", false);

@@ -276,6 +276,20 @@ TEST_SUITE("jinja") {
     CHECK(message(chain + " }}").find("longer than 2048 tokens") != std::string::npos);
   }
 
+  TEST_CASE("numbers past double's range, and widths, precisions and indices too large for memory (found by fuzzing)") {
+    // As Python: a float literal past double's range is inf, one below it 0.0 (a std::out_of_range from
+    // the lexer used to escape the engine: tests/fuzz/corpus/jinja/regression-float-literal-range).
+    CHECK(render("{{ 3e3333 }}") == "inf");
+    CHECK(render("{{ 1e-400 }}") == "0.0");
+    CHECK(render("{{ '{:>5}'.format(7) }}|{{ '%.2f' % 1.5 }}|{{ 'ab'.center(6) }}") == "    7|1.50|  ab  ");
+    // Each of these asked for gigabytes, overflowed an int, or threw std::out_of_range.
+    for (const char* source : {"{{ '{:99999999999999999999}'.format(1) }}", "{{ '{:.99999999999}'.format(1.5) }}",
+                               "{{ '%.99999999999f' % 1.5 }}", "{{ '%99999999999d' % 1 }}",
+                               "{{ '{0[99999999999999999999]}'.format([1]) }}", "{{ 'x'.center(1000000000000) }}",
+                               "{{ [[1]] | map(attribute='99999999999999999999') | list }}"})
+      CHECK_MESSAGE(error_kind(source) == Error::Kind::Render, source);
+  }
+
   TEST_CASE("a parsed template renders many contexts, independently") {
     const Template t("{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}{% endfor %}{{ ns.n }}");
     CHECK(t.render(from_json(nlohmann::ordered_json::parse(R"({"messages": [1, 2, 3]})"))) == "3");
