@@ -200,6 +200,51 @@ TEST_CASE("llamacpp_parity: the scaling features matter (without them the logits
   }
 }
 
+TEST_CASE("llamacpp_parity: batch invariance, the 4 prompts in one batch give the golden tokens of each alone") {
+  // Prefill of all 4 prompts as one step, then every greedy step of the 4 as one decode batch: the bias,
+  // q/k norm and window rows must not depend on their neighbours (sequences of 5 to 16 tokens sit at different
+  // positions, so the mistral window cuts each one differently).
+  for (const char* name : {"llama3-small", "qwen2-small", "qwen3-small", "mistral-small"}) {
+    CAPTURE(name);
+    const nlohmann::json golden = read_golden(std::string(name) + "-f32.json");
+    engine::LoadedModel m = load_preset(*engine::find_preset(name), kernels::DType::F32, golden["seed"]);
+    engine::Model model(std::move(m.weights));
+    const engine::ModelConfig& c = model.config();
+    const int num_seqs = int(golden["cases"].size());
+    const size_t n_seqs = static_cast<size_t>(num_seqs);
+    std::vector<std::vector<int32_t>> ids(n_seqs), want(n_seqs);
+    for (int s = 0; s < num_seqs; ++s) {
+      ids[size_t(s)] = golden["cases"][size_t(s)]["prompt_ids"].get<std::vector<int32_t>>();
+      want[size_t(s)] = golden["cases"][size_t(s)]["greedy_ids"].get<std::vector<int32_t>>();
+    }
+    cache::KvCache kv = make_cache(c, num_seqs * 64);
+    std::vector<cache::BlockTable> tables;
+    for (int s = 0; s < num_seqs; ++s) tables.emplace_back(kv.config().block_size);
+    std::vector<std::vector<int32_t>> got(n_seqs);
+    std::vector<float> logits(size_t(num_seqs) * size_t(c.vocab_size));
+    for (int step = 0; step < 32; ++step) {
+      engine::ScheduledBatch batch;
+      for (int s = 0; s < num_seqs; ++s) {
+        const auto& prompt = ids[size_t(s)];
+        const int past = step == 0 ? 0 : int(prompt.size()) + step - 1;
+        const int32_t* tokens = step == 0 ? prompt.data() : &got[size_t(s)].back();
+        const int n = step == 0 ? int(prompt.size()) : 1;
+        REQUIRE(tables[size_t(s)].reserve(kv.pool(), int64_t(past) + n));
+        batch.add_sequence(tokens, n, past, tables[size_t(s)].blocks().data(), tables[size_t(s)].num_blocks(),
+                           kv.config().block_size, true);
+      }
+      batch.num_context_seqs = step == 0 ? num_seqs : 0;
+      model.forward(batch, kv, logits.data());
+      for (int s = 0; s < num_seqs; ++s) {
+        const float* row = logits.data() + int64_t(s) * c.vocab_size;
+        got[size_t(s)].push_back(int32_t(std::max_element(row, row + c.vocab_size) - row));
+      }
+    }
+    for (auto& t : tables) t.release(kv.pool());
+    for (int s = 0; s < num_seqs; ++s) CHECK(got[size_t(s)] == want[size_t(s)]);
+  }
+}
+
 TEST_CASE("llamacpp_parity: a Hugging Face folder of the same weights gives the GGUF's greedy tokens") {
   test::TempDir dir("arch_hf");
   const int n = test::write_tiny_byte_level_tokenizer(dir.path / "tok");
