@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -24,9 +25,11 @@ namespace {
 
 std::filesystem::path golden_dir() { return std::filesystem::path(INFLIGHT_SOURCE_DIR) / "tests" / "golden" / "llamacpp"; }
 
+// `file`: a name in golden_dir(), or a path.
 nlohmann::json read_golden(const std::string& file) {
-  std::ifstream f(golden_dir() / file);
-  REQUIRE_MESSAGE(f.good(), "cannot open golden file " << (golden_dir() / file).string());
+  const std::filesystem::path path = golden_dir() / file;  // an absolute `file` replaces golden_dir()
+  std::ifstream f(path);
+  REQUIRE_MESSAGE(f.good(), "cannot open golden file " << path.string());
   return nlohmann::json::parse(f);
 }
 
@@ -144,10 +147,26 @@ const char* const kGoldenFiles[] = {"llama3-small-f32.json",  "qwen2-small-f32.j
 
 TEST_SUITE("llamacpp_parity") {
 
+// The committed files, then those of the folder INFLIGHT_LLAMACPP_GOLDEN names (same format; e.g. the
+// full-size presets, too large to regenerate in CI).
+std::vector<std::filesystem::path> golden_files() {
+  std::vector<std::filesystem::path> files;
+  for (const char* f : kGoldenFiles) files.push_back(golden_dir() / f);
+  if (const char* extra = std::getenv("INFLIGHT_LLAMACPP_GOLDEN")) {
+    std::vector<std::filesystem::path> more;
+    for (const auto& e : std::filesystem::directory_iterator(extra))
+      if (e.path().extension() == ".json") more.push_back(e.path());
+    std::sort(more.begin(), more.end());
+    files.insert(files.end(), more.begin(), more.end());
+  }
+  return files;
+}
+
 TEST_CASE("llamacpp_parity: each architecture's logits and greedy tokens match llama.cpp on the same GGUF") {
-  for (const std::string file : kGoldenFiles) {
-    CAPTURE(file);
-    const nlohmann::json golden = read_golden(file);
+  for (const std::filesystem::path& path : golden_files()) {
+    const std::string file = path.filename().string();
+    CAPTURE(path.string());
+    const nlohmann::json golden = read_golden(path.string());
     const engine::ModelShape* shape = engine::find_preset(golden["preset"]);
     REQUIRE(shape != nullptr);
     const kernels::DType dtype = weight_dtype(golden["dtype"]);
