@@ -72,25 +72,29 @@ std::vector<float> to_floats(const TensorRef& t, int64_t n) {
 }
 
 // Tensor names of one layout. Layer parts, in LayerWeights order: attn_norm, q, k, v, o, ffn_norm,
-// gate, up, down, then the optional q/k/v biases (9-11), q/k norms (12-13) and the o bias (14, unsupported).
+// gate, up, down, then the optional q/k/v biases (9-11), q/k norms (12-13), and the o and MLP biases
+// (14-17, unsupported: refused by name).
 struct TensorNames {
-  std::string embed, output_norm, output;
+  std::string embed, output_norm, output, output_bias;
   std::string layer_prefix;  // + layer index + "." + part
-  std::array<const char*, 15> parts;
+  std::array<const char*, 18> parts;
   std::string layer(int i, int part) const { return layer_prefix + std::to_string(i) + "." + parts[size_t(part)]; }
 };
 
-const TensorNames kGgufNames{"token_embd.weight", "output_norm.weight", "output.weight", "blk.",
+const TensorNames kGgufNames{"token_embd.weight", "output_norm.weight", "output.weight", "output.bias", "blk.",
                              {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
                               "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
                               "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_q_norm.weight",
-                              "attn_k_norm.weight", "attn_output.bias"}};
-const TensorNames kHfNames{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.",
+                              "attn_k_norm.weight", "attn_output.bias", "ffn_gate.bias", "ffn_up.bias",
+                              "ffn_down.bias"}};
+const TensorNames kHfNames{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "lm_head.bias",
+                           "model.layers.",
                            {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
                             "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
                             "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
                             "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
-                            "self_attn.q_norm.weight", "self_attn.k_norm.weight", "self_attn.o_proj.bias"}};
+                            "self_attn.q_norm.weight", "self_attn.k_norm.weight", "self_attn.o_proj.bias",
+                            "mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"}};
 
 // Checks each tensor against the config and turns it into a view (matrices) or a copy (norms).
 class WeightBinder {
@@ -152,7 +156,7 @@ class WeightBinder {
         l.k_norm = vector(names.layer(i, 13), c.head_dim);
       }
       // A part the architecture does not have would be silently dropped: refuse it by name.
-      for (int part = 9; part < 15; ++part) {
+      for (int part = 9; part < int(names.parts.size()); ++part) {
         const bool expected = (part <= 11 && c.qkv_bias) || ((part == 12 || part == 13) && c.qk_norm);
         if (!expected && find_(names.layer(i, part)))
           throw_load_error(where_, "unsupported tensor " + names.layer(i, part) + " (architecture " + c.architecture +
@@ -160,6 +164,7 @@ class WeightBinder {
       }
     }
     w_.output_norm = vector(names.output_norm, c.dim);
+    if (find_(names.output_bias)) throw_load_error(where_, "unsupported tensor " + names.output_bias);
     // Tied when asked for, when the output tensor is absent, or when it is a bit-identical copy of the
     // embedding (stories260K ships one): the output matmul then reads the embedding's memory.
     w_.output = w_.token_embd;

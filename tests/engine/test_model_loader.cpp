@@ -263,6 +263,12 @@ TEST_CASE("model_loader model families: unsupported architectures, rope scalings
     GgufWriter w = test::rewrite_gguf(g);
     w.add_tensor("blk.0.attn_output.bias", {256}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 256 * 4); });
     CHECK(test::contains(gguf_error(dir, w), "unsupported tensor blk.0.attn_output.bias"));
+    w = test::rewrite_gguf(g);
+    w.add_tensor("blk.1.ffn_down.bias", {256}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 256 * 4); });
+    CHECK(test::contains(gguf_error(dir, w), "unsupported tensor blk.1.ffn_down.bias"));
+    w = test::rewrite_gguf(g);
+    w.add_tensor("output.bias", {512}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 512 * 4); });
+    CHECK(test::contains(gguf_error(dir, w), "unsupported tensor output.bias"));
   }
   SUBCASE("rope_freqs.weight of the wrong length") {
     const auto llama3 = engine::random_model_gguf(*engine::find_preset("llama3-small"), DType::F32, 3);
