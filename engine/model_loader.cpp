@@ -210,9 +210,10 @@ int optional_int(const GgufFile& g, const std::string& key, int fallback) {
 void gguf_rope_scaling(const GgufFile& g, const std::string& arch, ModelConfig& c) {
   const std::string& path = g.path();
   const std::string prefix = arch + ".rope.scaling.";
-  const std::string type = g.get_string(prefix + "type").value_or("none");
   double factor = g.get_float(prefix + "factor").value_or(0.0);
   if (factor == 0.0) factor = g.get_float(arch + ".rope.scale_linear").value_or(0.0);  // the older key
+  // llama.cpp: a factor without a type is linear scaling.
+  const std::string type = g.get_string(prefix + "type").value_or(factor != 0.0 && factor != 1.0 ? "linear" : "none");
   if (type == "none") return;
   if (type != "linear" && type != "yarn")
     throw_load_error(path, "key " + prefix + "type: unsupported rope scaling " + type + " (supported: none, linear, yarn)");

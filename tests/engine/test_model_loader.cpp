@@ -245,6 +245,13 @@ TEST_CASE("model_loader model families: unsupported architectures, rope scalings
     CHECK(c.tied_embeddings);
     CHECK(m.weights.layers[1].k_norm.size() == 128);
   }
+  SUBCASE("a scaling factor without a type is linear scaling, as llama.cpp reads it") {
+    test::rewrite_gguf(g, {"qwen3.rope.scaling.type"}).write_file(dir / "untyped.gguf");
+    const LoadedModel m = engine::load_model(dir / "untyped.gguf");
+    CHECK(m.weights.config.rope_scaling == kernels::RopeScaling::Linear);
+    CHECK(m.weights.config.rope_factor == 4.0f);
+    CHECK(m.weights.config.rope_attn_factor == 1.0f);
+  }
   SUBCASE("gemma architecture") {
     GgufWriter w = test::rewrite_gguf(g);
     w.set("general.architecture", std::string("gemma"));
