@@ -354,7 +354,7 @@ const std::vector<ModelShape>& model_presets() {
     qwen3s.rope_theta = 1000000.0;
     qwen3s.rope_scaling = "yarn";
     qwen3s.rope_factor = 4.0f;
-    qwen3s.rope_original_context = 256;
+    qwen3s.rope_original_context = 512;  // = context / factor: transformers and llama.cpp read the same factor
     qwen3s.tied = true;
     ModelShape mistrals{"mistral-small", 256, 2, 4, 2, 512, 512, 2048};
     mistrals.architecture = "mistral";

@@ -240,7 +240,7 @@ TEST_CASE("model_loader model families: unsupported architectures, rope scalings
     CHECK((c.architecture == "qwen3" && c.qk_norm && !c.qkv_bias && c.head_dim == 128 && c.q_dim() == 512));
     CHECK(c.rope_style == kernels::RopeStyle::NeoX);
     CHECK(c.rope_scaling == kernels::RopeScaling::Yarn);
-    CHECK(c.rope_original_context == 256);
+    CHECK(c.rope_original_context == 512);
     CHECK(c.rope_attn_factor == doctest::Approx(1.0 + 0.1 * std::log(4.0)));
     CHECK(c.tied_embeddings);
     CHECK(m.weights.layers[1].k_norm.size() == 128);
