@@ -54,8 +54,9 @@ void run_generate(const GenerateFlags& f) {
   engine::LoadedModel loaded = f.model.empty() ? engine::load_builtin_model() : engine::load_model(f.model);
   engine::Model model(std::move(loaded.weights));
   const engine::ModelConfig& c = model.config();
-  spdlog::info("model {}: {} layers, dim {}, {} query / {} KV heads, vocab {}, context {}", c.name, c.num_layers,
-               c.dim, c.num_q_heads, c.num_kv_heads, c.vocab_size, c.max_seq_len);
+  spdlog::info("model {} ({}): {} layers, dim {}, {} query / {} KV heads, vocab {}, context {}{}", c.name,
+               c.architecture, c.num_layers, c.dim, c.num_q_heads, c.num_kv_heads, c.vocab_size, c.max_seq_len,
+               c.sliding_window > 0 ? ", sliding window " + std::to_string(c.sliding_window) : std::string());
 
   const std::vector<int32_t> prompt_ids = loaded.tokenizer.encode(f.prompt, loaded.tokenizer.add_bos());
   if (int(prompt_ids.size()) >= c.max_seq_len)

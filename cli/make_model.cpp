@@ -77,8 +77,8 @@ void run_make_model(const MakeModelFlags& f) {
   if (f.tokenizer.empty()) {
     const std::string out = f.out.empty() ? shape.name + "-" + f.dtype + ".gguf" : f.out;
     engine::write_random_model(out, shape, dtype, f.seed);
-    std::printf("wrote %s: %s shape, %s weights (random), dim %d, %d layers, %d/%d heads, ffn %d, vocab %d (%s)\n",
-                out.c_str(), shape.name.c_str(), f.dtype.c_str(), shape.dim, shape.num_layers, shape.num_q_heads,
+    std::printf("wrote %s: %s shape (%s), %s weights (random), dim %d, %d layers, %d/%d heads, ffn %d, vocab %d (%s)\n",
+                out.c_str(), shape.name.c_str(), shape.architecture.c_str(), f.dtype.c_str(), shape.dim, shape.num_layers, shape.num_q_heads,
                 shape.num_kv_heads, shape.ffn_dim, shape.vocab_size, vocab_note.c_str());
     return;
   }
@@ -110,8 +110,10 @@ void run_make_model(const MakeModelFlags& f) {
 
 void add_make_model_command(CLI::App& app) {
   auto flags = std::make_shared<MakeModelFlags>();
-  CLI::App* cmd = app.add_subcommand("make-model", "Write a random-weight Llama model (GGUF or Hugging Face folder)");
-  cmd->add_option("--preset", flags->preset, "tiny, smollm-135m or tinyllama-1.1b")->capture_default_str();
+  CLI::App* cmd = app.add_subcommand("make-model", "Write a random-weight Llama / Mistral / Qwen model (GGUF or Hugging Face folder)");
+  std::string preset_names;
+  for (const auto& p : engine::model_presets()) preset_names += (preset_names.empty() ? "" : ", ") + p.name;
+  cmd->add_option("--preset", flags->preset, "Shape: " + preset_names)->capture_default_str();
   cmd->add_option("--dtype", flags->dtype, "Weight dtype: f32, f16, bf16, q8_0")->capture_default_str();
   cmd->add_option("--out,-o", flags->out,
                   "Output path (default: <preset>-<dtype>.gguf, with --tokenizer <preset>-<folder>-<dtype>[.gguf])");

@@ -110,9 +110,9 @@ void load(const ServerConfig& config, ServedModel* served) {
                                 std::to_string(max_model_len) + " tokens needs; raise it or lower --max-model-len");
   served->kv = std::make_unique<cache::KvCache>(kv_config);
   const cache::KvCache& kv = *served->kv;
-  spdlog::info("model {}: {} layers, {} query / {} KV heads, vocab {}; context {} tokens (max_model_len {}); KV cache "
+  spdlog::info("model {} ({}): {} layers, {} query / {} KV heads, vocab {}; context {} tokens (max_model_len {}); KV cache "
                "{} blocks x {} tokens = {} tokens, {} ({}{})",
-               c.name, c.num_layers, c.num_q_heads, c.num_kv_heads, c.vocab_size, c.max_seq_len, max_model_len,
+               c.name, c.architecture, c.num_layers, c.num_q_heads, c.num_kv_heads, c.vocab_size, c.max_seq_len, max_model_len,
                kv_config.num_blocks, kv_config.block_size, int64_t(kv_config.num_blocks) * kv_config.block_size,
                format_bytes(kv.total_bytes()), kernels::kv_dtype_name(dtype),
                useful_blocks < budget_blocks ? ", capped at max_num_seqs full-length sequences" : "");

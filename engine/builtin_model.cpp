@@ -8,6 +8,7 @@
 #include "engine/gguf.h"
 #include "engine/tokenizer.h"
 #include "engine/tokenizer_bpe.h"
+#include "kernels/ops.h"
 
 namespace inflight::engine {
 
@@ -15,8 +16,6 @@ namespace {
 
 constexpr int kNumSpecialTokens = 3;   // <unk>, <s>, </s>
 constexpr int kNumByteTokens = 256;    // <0x00>..<0xFF>
-constexpr float kRmsEps = 1e-5f;
-constexpr double kRopeTheta = 10000.0;
 
 // GGUF token types (llama.cpp's llama_token_type).
 constexpr int64_t kTypeNormal = 1, kTypeUnknown = 2, kTypeControl = 3, kTypeUserDefined = 4, kTypeUnused = 5,
@@ -97,9 +96,22 @@ void check_shape(const ModelShape& s, kernels::DType dtype) {
   if (s.dim <= 0 || s.num_layers <= 0 || s.num_q_heads <= 0 || s.num_kv_heads <= 0 || s.ffn_dim <= 0 ||
       s.max_seq_len <= 0)
     fail("sizes must be positive");
-  if (s.dim % s.num_q_heads != 0) fail("dim is not a multiple of num_q_heads");
+  if (s.head_dim < 0 || s.sliding_window < 0) fail("sizes must be positive");
+  if (s.head_dim == 0 && s.dim % s.num_q_heads != 0) fail("dim is not a multiple of num_q_heads");
   if (s.num_q_heads % s.num_kv_heads != 0) fail("num_q_heads is not a multiple of num_kv_heads");
-  if ((s.dim / s.num_q_heads) % 2 != 0) fail("head_dim must be even for RoPE");
+  if (s.head_size() % 2 != 0) fail("head_dim must be even for RoPE");
+  if (s.architecture != "llama" && s.architecture != "mistral" && s.architecture != "qwen2" && s.architecture != "qwen3")
+    fail("unknown architecture " + s.architecture + " (llama, mistral, qwen2, qwen3)");
+  if (s.architecture == "qwen2" && s.head_size() * s.num_q_heads != s.dim)
+    fail("qwen2 needs head_dim * num_q_heads == dim");
+  if (s.sliding_window > 0 && s.architecture != "mistral") fail("only mistral has a sliding window");
+  if (!s.rope_scaling.empty() && s.rope_scaling != "linear" && s.rope_scaling != "yarn" && s.rope_scaling != "llama3")
+    fail("unknown rope scaling " + s.rope_scaling + " (linear, yarn, llama3)");
+  if (!s.rope_scaling.empty() && !(s.rope_factor >= 1.0f)) fail("rope scaling factor must be >= 1");
+  if ((s.rope_scaling == "yarn" || s.rope_scaling == "llama3") && s.rope_original_context <= 0)
+    fail("yarn and llama3 rope scaling need the original context length");
+  if (s.rope_scaling == "llama3" && !(s.rope_high_freq_factor > s.rope_low_freq_factor && s.rope_low_freq_factor > 0))
+    fail("llama3 rope scaling needs high_freq_factor > low_freq_factor > 0");
   if (s.vocab_size < kNumSpecialTokens + kNumByteTokens + 1) fail("vocab_size must be at least 260");
   if (dtype == kernels::DType::Q8_0 && (s.dim % kernels::kQ8BlockSize != 0 || s.ffn_dim % kernels::kQ8BlockSize != 0))
     fail("Q8_0 needs dim and ffn_dim to be multiples of 32");
@@ -199,23 +211,31 @@ void add_bpe_vocab(GgufWriter& w, const RealVocab& vocab) {
 
 GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed, const RealVocab* vocab) {
   check_shape(s, dtype);
-  const int head_dim = s.dim / s.num_q_heads;
+  const int head_dim = s.head_size();
+  // Mistral files say llama (llama.cpp's converter), with the window as a key.
+  const std::string arch = s.architecture == "mistral" ? "llama" : s.architecture;
   GgufWriter w;
-  w.set("general.architecture", std::string("llama"));
+  w.set("general.architecture", arch);
   w.set("general.name", s.name);
   w.set("general.file_type", file_type(dtype));
-  w.set("llama.context_length", uint64_t(s.max_seq_len));
-  w.set("llama.embedding_length", uint64_t(s.dim));
-  w.set("llama.block_count", uint64_t(s.num_layers));
-  w.set("llama.feed_forward_length", uint64_t(s.ffn_dim));
-  w.set("llama.attention.head_count", uint64_t(s.num_q_heads));
-  w.set("llama.attention.head_count_kv", uint64_t(s.num_kv_heads));
-  w.set("llama.attention.key_length", uint64_t(head_dim));
-  w.set("llama.attention.value_length", uint64_t(head_dim));
-  w.set("llama.attention.layer_norm_rms_epsilon", double(kRmsEps));
-  w.set("llama.rope.dimension_count", uint64_t(head_dim));
-  w.set("llama.rope.freq_base", kRopeTheta);
-  w.set("llama.vocab_size", uint64_t(s.vocab_size));
+  w.set(arch + ".context_length", uint64_t(s.max_seq_len));
+  w.set(arch + ".embedding_length", uint64_t(s.dim));
+  w.set(arch + ".block_count", uint64_t(s.num_layers));
+  w.set(arch + ".feed_forward_length", uint64_t(s.ffn_dim));
+  w.set(arch + ".attention.head_count", uint64_t(s.num_q_heads));
+  w.set(arch + ".attention.head_count_kv", uint64_t(s.num_kv_heads));
+  w.set(arch + ".attention.key_length", uint64_t(head_dim));
+  w.set(arch + ".attention.value_length", uint64_t(head_dim));
+  w.set(arch + ".attention.layer_norm_rms_epsilon", double(s.rms_eps));
+  w.set(arch + ".rope.dimension_count", uint64_t(head_dim));
+  w.set(arch + ".rope.freq_base", s.rope_theta);
+  if (s.rope_scaling == "linear" || s.rope_scaling == "yarn") {  // llama3: the rope_freqs.weight tensor
+    w.set(arch + ".rope.scaling.type", s.rope_scaling);
+    w.set(arch + ".rope.scaling.factor", double(s.rope_factor));
+    if (s.rope_scaling == "yarn") w.set(arch + ".rope.scaling.original_context_length", uint64_t(s.rope_original_context));
+  }
+  if (s.sliding_window > 0) w.set(arch + ".attention.sliding_window", uint64_t(s.sliding_window));
+  w.set(arch + ".vocab_size", uint64_t(s.vocab_size));
   if (vocab) add_bpe_vocab(w, *vocab);
   else add_vocab(w, s.vocab_size);
   for_each_random_tensor(s, dtype, seed, [&](RandomTensor t) { w.add_tensor(t.name, t.ne, t.dtype, std::move(t.fill)); });
@@ -227,7 +247,8 @@ GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed,
 void for_each_random_tensor(const ModelShape& s, kernels::DType dtype, uint64_t seed,
                             const std::function<void(RandomTensor)>& add) {
   check_shape(s, dtype);
-  const int head_dim = s.dim / s.num_q_heads;
+  const int head_dim = s.head_size();
+  const int q_dim = s.num_q_heads * head_dim;
   const int kv_dim = s.num_kv_heads * head_dim;
   const uint64_t seed_key = splitmix64(seed);
   // A weight [rows (out), cols (in)]: GGUF ne = {cols, rows}.
@@ -241,31 +262,108 @@ void for_each_random_tensor(const ModelShape& s, kernels::DType dtype, uint64_t 
            for (int64_t i = 0; i < n; ++i) std::memcpy(dst + 4 * i, &one, 4);
          }});
   };
+  // An F32 vector [n]: mean + uniform values of standard deviation `std`.
+  auto vector = [&](const std::string& name, int64_t n, float mean, float std) {
+    const RandomMatrix m{splitmix64(seed_key ^ fnv1a(name)), std, 1, n, kernels::DType::F32};
+    add({name, {n}, kernels::DType::F32, [m, mean](uint8_t* dst) {
+           std::vector<float> v(size_t(m.cols));
+           m.fill_row_f32(0, v.data());
+           for (float& x : v) x += mean;
+           std::memcpy(dst, v.data(), v.size() * 4);
+         }});
+  };
   auto fan_in = [](int64_t n) { return 1.0f / std::sqrt(float(n)); };
-  matrix("token_embd.weight", s.vocab_size, s.dim, 1.0f);
+  // Tied: the embedding is also the output projection, so it gets the projection's std; std 1 would make
+  // each token's own logit dominate (the residual stream starts as its embedding).
+  matrix("token_embd.weight", s.vocab_size, s.dim, s.tied ? fan_in(s.dim) : 1.0f);
+  if (s.rope_scaling == "llama3") {
+    std::vector<float> factors(size_t(head_dim / 2));
+    kernels::llama3_rope_freq_factors(float(s.rope_theta), head_dim, s.rope_factor, s.rope_low_freq_factor,
+                                      s.rope_high_freq_factor, s.rope_original_context, factors.data());
+    add({"rope_freqs.weight", {int64_t(factors.size())}, kernels::DType::F32,
+         [factors](uint8_t* dst) { std::memcpy(dst, factors.data(), factors.size() * 4); }});
+  }
   for (int i = 0; i < s.num_layers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     ones(p + "attn_norm.weight", s.dim);
-    matrix(p + "attn_q.weight", s.dim, s.dim, fan_in(s.dim));
+    matrix(p + "attn_q.weight", q_dim, s.dim, fan_in(s.dim));
     matrix(p + "attn_k.weight", kv_dim, s.dim, fan_in(s.dim));
     matrix(p + "attn_v.weight", kv_dim, s.dim, fan_in(s.dim));
-    matrix(p + "attn_output.weight", s.dim, s.dim, fan_in(s.dim));
+    if (s.qkv_bias()) {
+      vector(p + "attn_q.bias", q_dim, 0.0f, 0.5f);
+      vector(p + "attn_k.bias", kv_dim, 0.0f, 0.5f);
+      vector(p + "attn_v.bias", kv_dim, 0.0f, 0.5f);
+    }
+    if (s.qk_norm()) {
+      vector(p + "attn_q_norm.weight", head_dim, 1.0f, 0.2f);
+      vector(p + "attn_k_norm.weight", head_dim, 1.0f, 0.2f);
+    }
+    matrix(p + "attn_output.weight", s.dim, q_dim, fan_in(q_dim));
     ones(p + "ffn_norm.weight", s.dim);
     matrix(p + "ffn_gate.weight", s.ffn_dim, s.dim, fan_in(s.dim));
     matrix(p + "ffn_up.weight", s.ffn_dim, s.dim, fan_in(s.dim));
     matrix(p + "ffn_down.weight", s.dim, s.ffn_dim, fan_in(s.ffn_dim));
   }
   ones("output_norm.weight", s.dim);
-  matrix("output.weight", s.vocab_size, s.dim, fan_in(s.dim));
+  if (!s.tied) matrix("output.weight", s.vocab_size, s.dim, fan_in(s.dim));
 }
 
 const std::vector<ModelShape>& model_presets() {
-  static const std::vector<ModelShape> presets = {
-      // name, dim, layers, q heads, kv heads, ffn, vocab, context
-      {"tiny", 128, 4, 8, 2, 384, 512, 2048},
-      {"smollm-135m", 576, 30, 9, 3, 1536, 49152, 2048},
-      {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
-  };
+  static const std::vector<ModelShape> presets = [] {
+    std::vector<ModelShape> v = {
+        // name, dim, layers, q heads, kv heads, ffn, vocab, context
+        {"tiny", 128, 4, 8, 2, 384, 512, 2048},
+        {"smollm-135m", 576, 30, 9, 3, 1536, 49152, 2048},
+        {"tinyllama-1.1b", 2048, 22, 32, 4, 5632, 32000, 2048},
+    };
+    // The real models' dimensions (their config.json).
+    ModelShape qwen25{"qwen2.5-0.5b", 896, 24, 14, 2, 4864, 151936, 32768};
+    qwen25.architecture = "qwen2";
+    qwen25.rms_eps = 1e-6f;
+    qwen25.rope_theta = 1000000.0;
+    qwen25.tied = true;
+    ModelShape qwen3{"qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960};
+    qwen3.architecture = "qwen3";
+    qwen3.head_dim = 128;
+    qwen3.rms_eps = 1e-6f;
+    qwen3.rope_theta = 1000000.0;
+    qwen3.tied = true;
+    ModelShape llama32{"llama3.2-1b", 2048, 16, 32, 8, 8192, 128256, 131072};
+    llama32.rope_theta = 500000.0;
+    llama32.rope_scaling = "llama3";
+    llama32.rope_factor = 32.0f;
+    llama32.rope_original_context = 8192;
+    llama32.tied = true;
+    v.insert(v.end(), {qwen25, qwen3, llama32});
+    // Small shapes of each architecture for tests: 2 layers, dims multiples of 256, and the scaling
+    // parameters chosen so that every branch of each formula is taken at head_dim 64 or 128.
+    ModelShape llama3s{"llama3-small", 256, 2, 4, 2, 512, 512, 2048};
+    llama3s.rope_theta = 500000.0;
+    llama3s.rope_scaling = "llama3";
+    llama3s.rope_factor = 8.0f;
+    llama3s.rope_original_context = 64;
+    ModelShape qwen2s{"qwen2-small", 256, 2, 4, 2, 512, 512, 2048};
+    qwen2s.architecture = "qwen2";
+    qwen2s.rms_eps = 1e-6f;
+    qwen2s.rope_theta = 1000000.0;
+    qwen2s.tied = true;
+    ModelShape qwen3s{"qwen3-small", 256, 2, 4, 2, 512, 512, 2048};
+    qwen3s.architecture = "qwen3";
+    qwen3s.head_dim = 128;
+    qwen3s.rms_eps = 1e-6f;
+    qwen3s.rope_theta = 1000000.0;
+    qwen3s.rope_scaling = "yarn";
+    qwen3s.rope_factor = 4.0f;
+    qwen3s.rope_original_context = 512;  // = context / factor: transformers and llama.cpp read the same factor
+    qwen3s.tied = true;
+    ModelShape mistrals{"mistral-small", 256, 2, 4, 2, 512, 512, 2048};
+    mistrals.architecture = "mistral";
+    mistrals.sliding_window = 8;
+    mistrals.rope_scaling = "linear";
+    mistrals.rope_factor = 2.0f;
+    v.insert(v.end(), {llama3s, qwen2s, qwen3s, mistrals});
+    return v;
+  }();
   return presets;
 }
 

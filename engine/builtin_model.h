@@ -1,4 +1,5 @@
-// Random-weight Llama models, created deterministically: the benchmark shapes of `inflight make-model`. Each comes with a synthetic sentencepiece vocabulary
+// Random-weight Llama-family models (Llama, Mistral, Qwen 2, Qwen 3), created deterministically: the shapes of
+// `inflight make-model`. Each comes with a synthetic sentencepiece vocabulary
 // (byte-fallback tokens + generated pieces) embedded in the GGUF, so the file stands alone.
 #pragma once
 #include <cstdint>
@@ -19,9 +20,29 @@ struct ModelShape {
   int ffn_dim = 0;
   int vocab_size = 0;
   int max_seq_len = 0;
+  // The architecture: "llama", "mistral" (GGUF: llama with a sliding window), "qwen2" (q/k/v bias),
+  // "qwen3" (per-head q/k RMSNorm). GGUF llama/mistral q/k rows are in adjacent-pair RoPE order, qwen in
+  // rotate-half order, as llama.cpp's converter writes them.
+  std::string architecture = "llama";
+  int head_dim = 0;              // 0: dim / num_q_heads
+  float rms_eps = 1e-5f;
+  double rope_theta = 10000.0;
+  std::string rope_scaling;      // "" (none), "linear", "yarn", "llama3"
+  float rope_factor = 1.0f;
+  int rope_original_context = 0; // yarn, llama3
+  float rope_low_freq_factor = 1.0f, rope_high_freq_factor = 4.0f;  // llama3
+  int sliding_window = 0;        // mistral: > 0
+  bool tied = false;             // no output.weight / lm_head: the embedding is the output projection
+
+  int head_size() const { return head_dim > 0 ? head_dim : dim / num_q_heads; }
+  bool qkv_bias() const { return architecture == "qwen2"; }
+  bool qk_norm() const { return architecture == "qwen3"; }
 };
 
-// Presets: "tiny" (make-model's default), "smollm-135m", "tinyllama-1.1b".
+// Presets: "tiny" (make-model's default), "smollm-135m", "tinyllama-1.1b", "qwen2.5-0.5b", "qwen3-0.6b",
+// "llama3.2-1b" (the real dimensions), and the small test shapes "llama3-small" (llama3 rope scaling),
+// "qwen2-small", "qwen3-small" (head_dim != dim / heads, yarn), "mistral-small" (sliding window 8, linear
+// rope scaling): dims multiples of 256, 2 layers.
 const std::vector<ModelShape>& model_presets();
 // nullptr when no preset has that name.
 const ModelShape* find_preset(const std::string& name);
@@ -36,9 +57,10 @@ struct RealVocab {
 };
 
 // Writes a GGUF file of `shape` with weights of `dtype` (F32, F16, BF16 or Q8_0), seeded by `seed`,
-// streaming one tensor at a time. Norm weights are F32 ones. Element i of a tensor depends only on
+// streaming one tensor at a time. Norm weights are F32 ones; q/k norm weights (qwen3) F32 around 1, q/k/v
+// biases (qwen2) F32 with std 0.5; Llama 3 rope scaling adds rope_freqs.weight, as llama.cpp's converter. Element i of a tensor depends only on
 // (seed, tensor name, i), so the dtypes of one seed hold the same values up to rounding. Matrices are
-// uniform with std 1/sqrt(in features), the embedding with std 1, so activations stay O(1).
+// uniform with std 1/sqrt(in features), the embedding with std 1 (1/sqrt(dim) when tied), so activations stay O(1).
 // Throws std::invalid_argument for an inconsistent shape (heads not dividing dim, vocab_size < 260,
 // Q8_0 with dim or ffn_dim not a multiple of 32), std::runtime_error on I/O errors.
 // With `vocab`, the file carries that vocabulary as tokenizer.ggml.model = "gpt2" (tokens, token types,

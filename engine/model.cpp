@@ -60,6 +60,8 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
   }
   // RoPE and the K/V append (with quantization) are fused into the attention call.
   ap.rope = c.rope();
+  // Mistral: keys in [p - (window - 1), p].
+  if (c.sliding_window > 0) ap.pre_tokens = c.sliding_window - 1;
   ap.positions = batch.positions.data();
   ap.k = qkv_k_.data();
   ap.k_stride = c.kv_dim();
@@ -75,6 +77,15 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
     matmul(L.wq, xb_.data(), qkv_q_.data(), T);
     matmul(L.wk, xb_.data(), qkv_k_.data(), T);
     matmul(L.wv, xb_.data(), qkv_v_.data(), T);
+    if (c.qkv_bias) {
+      kernels::add_bias(qkv_q_.data(), L.bq.data(), T, c.q_dim());
+      kernels::add_bias(qkv_k_.data(), L.bk.data(), T, c.kv_dim());
+      kernels::add_bias(qkv_v_.data(), L.bv.data(), T, c.kv_dim());
+    }
+    if (c.qk_norm) {  // every head [head_dim] of q and k is a row; RoPE (fused below) comes after
+      kernels::rms_norm(qkv_q_.data(), L.q_norm.data(), qkv_q_.data(), int64_t(T) * c.num_q_heads, c.head_dim, c.rms_eps);
+      kernels::rms_norm(qkv_k_.data(), L.k_norm.data(), qkv_k_.data(), int64_t(T) * c.num_kv_heads, c.head_dim, c.rms_eps);
+    }
     if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
       // Per-tensor scale not given: calibrated once, from the first step that reaches this layer.
       float amax[2];

@@ -39,6 +39,23 @@ void validate(const ModelConfig& c, const std::string& where) {
     throw_load_error(where, "config: rms_eps = " + std::to_string(c.rms_eps) + " must be positive");
   if (!(c.rope_theta > 0.0f) || !std::isfinite(c.rope_theta))
     throw_load_error(where, "config: rope_theta = " + std::to_string(c.rope_theta) + " must be positive");
+  if (c.rope_scaling != kernels::RopeScaling::None && (!(c.rope_factor >= 1.0f) || !std::isfinite(c.rope_factor)))
+    throw_load_error(where, "config: rope scaling factor = " + std::to_string(c.rope_factor) + " must be >= 1");
+  if (c.rope_scaling == kernels::RopeScaling::Yarn &&
+      (c.rope_original_context <= 0 || !(c.rope_beta_fast > 0.0f) || !(c.rope_beta_slow > 0.0f)))
+    throw_load_error(where, "config: yarn rope scaling needs a positive original context length and betas");
+  if (!(c.rope_attn_factor > 0.0f) || !std::isfinite(c.rope_attn_factor))
+    throw_load_error(where, "config: rope attention factor = " + std::to_string(c.rope_attn_factor) + " must be positive");
+  if (!c.rope_freq_factors.empty()) {
+    if (int(c.rope_freq_factors.size()) != c.rotary_dim / 2)
+      throw_load_error(where, "config: " + std::to_string(c.rope_freq_factors.size()) +
+                                  " rope frequency factors for rotary_dim / 2 = " + std::to_string(c.rotary_dim / 2));
+    for (float f : c.rope_freq_factors)
+      if (!(f > 0.0f) || !std::isfinite(f))
+        throw_load_error(where, "config: a rope frequency factor is " + std::to_string(f) + " (must be positive)");
+  }
+  if (c.sliding_window < 0)
+    throw_load_error(where, "config: sliding_window = " + std::to_string(c.sliding_window) + " is negative");
   if (c.bos_id < -1 || c.bos_id >= c.vocab_size)
     throw_load_error(where, "config: bos_id = " + std::to_string(c.bos_id) + " is outside the vocabulary");
   if (c.eos_id < -1 || c.eos_id >= c.vocab_size)

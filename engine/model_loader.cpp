@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -71,22 +72,29 @@ std::vector<float> to_floats(const TensorRef& t, int64_t n) {
 }
 
 // Tensor names of one layout. Layer parts, in LayerWeights order: attn_norm, q, k, v, o, ffn_norm,
-// gate, up, down.
+// gate, up, down, then the optional q/k/v biases (9-11), q/k norms (12-13), and the o and MLP biases
+// (14-17, unsupported: refused by name).
 struct TensorNames {
-  std::string embed, output_norm, output;
+  std::string embed, output_norm, output, output_bias;
   std::string layer_prefix;  // + layer index + "." + part
-  std::array<const char*, 9> parts;
+  std::array<const char*, 18> parts;
   std::string layer(int i, int part) const { return layer_prefix + std::to_string(i) + "." + parts[size_t(part)]; }
 };
 
-const TensorNames kGgufNames{"token_embd.weight", "output_norm.weight", "output.weight", "blk.",
+const TensorNames kGgufNames{"token_embd.weight", "output_norm.weight", "output.weight", "output.bias", "blk.",
                              {"attn_norm.weight", "attn_q.weight", "attn_k.weight", "attn_v.weight",
                               "attn_output.weight", "ffn_norm.weight", "ffn_gate.weight", "ffn_up.weight",
-                              "ffn_down.weight"}};
-const TensorNames kHfNames{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.",
+                              "ffn_down.weight", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_q_norm.weight",
+                              "attn_k_norm.weight", "attn_output.bias", "ffn_gate.bias", "ffn_up.bias",
+                              "ffn_down.bias"}};
+const TensorNames kHfNames{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "lm_head.bias",
+                           "model.layers.",
                            {"input_layernorm.weight", "self_attn.q_proj.weight", "self_attn.k_proj.weight",
                             "self_attn.v_proj.weight", "self_attn.o_proj.weight", "post_attention_layernorm.weight",
-                            "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"}};
+                            "mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight",
+                            "self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias",
+                            "self_attn.q_norm.weight", "self_attn.k_norm.weight", "self_attn.o_proj.bias",
+                            "mlp.gate_proj.bias", "mlp.up_proj.bias", "mlp.down_proj.bias"}};
 
 // Checks each tensor against the config and turns it into a view (matrices) or a copy (norms).
 class WeightBinder {
@@ -138,8 +146,25 @@ class WeightBinder {
       l.w_gate = matrix(names.layer(i, 6), c.ffn_dim, c.dim);
       l.w_up = matrix(names.layer(i, 7), c.ffn_dim, c.dim);
       l.w_down = matrix(names.layer(i, 8), c.dim, c.ffn_dim);
+      if (c.qkv_bias) {
+        l.bq = vector(names.layer(i, 9), c.q_dim());
+        l.bk = vector(names.layer(i, 10), c.kv_dim());
+        l.bv = vector(names.layer(i, 11), c.kv_dim());
+      }
+      if (c.qk_norm) {
+        l.q_norm = vector(names.layer(i, 12), c.head_dim);
+        l.k_norm = vector(names.layer(i, 13), c.head_dim);
+      }
+      // A part the architecture does not have would be silently dropped: refuse it by name.
+      for (int part = 9; part < int(names.parts.size()); ++part) {
+        const bool expected = (part <= 11 && c.qkv_bias) || ((part == 12 || part == 13) && c.qk_norm);
+        if (!expected && find_(names.layer(i, part)))
+          throw_load_error(where_, "unsupported tensor " + names.layer(i, part) + " (architecture " + c.architecture +
+                                       (part <= 11 ? " without q/k/v bias" : part <= 13 ? " without q/k norm" : "") + ")");
+      }
     }
     w_.output_norm = vector(names.output_norm, c.dim);
+    if (find_(names.output_bias)) throw_load_error(where_, "unsupported tensor " + names.output_bias);
     // Tied when asked for, when the output tensor is absent, or when it is a bit-identical copy of the
     // embedding (stories260K ships one): the output matmul then reads the embedding's memory.
     w_.output = w_.token_embd;
@@ -180,33 +205,72 @@ int optional_int(const GgufFile& g, const std::string& key, int fallback) {
   return v ? positive_int(g.path(), key, *v) : fallback;
 }
 
+// GGUF rope scaling keys (<arch>.rope.scaling.*), as llama.cpp reads them; Llama 3's scaling is the
+// rope_freqs.weight tensor instead (read by the binder).
+void gguf_rope_scaling(const GgufFile& g, const std::string& arch, ModelConfig& c) {
+  const std::string& path = g.path();
+  const std::string prefix = arch + ".rope.scaling.";
+  double factor = g.get_float(prefix + "factor").value_or(0.0);
+  if (factor == 0.0) factor = g.get_float(arch + ".rope.scale_linear").value_or(0.0);  // the older key
+  // llama.cpp: a factor without a type is linear scaling.
+  const std::string type = g.get_string(prefix + "type").value_or(factor != 0.0 && factor != 1.0 ? "linear" : "none");
+  if (type == "none") return;
+  if (type != "linear" && type != "yarn")
+    throw_load_error(path, "key " + prefix + "type: unsupported rope scaling " + type + " (supported: none, linear, yarn)");
+  if (g.get_float(prefix + "yarn_log_multiplier").value_or(0.0) != 0.0)
+    throw_load_error(path, "key " + prefix + "yarn_log_multiplier: unsupported");
+  c.rope_scaling = type == "linear" ? kernels::RopeScaling::Linear : kernels::RopeScaling::Yarn;
+  c.rope_factor = factor == 0.0 ? 1.0f : float(factor);
+  if (!(c.rope_factor >= 1.0f))
+    throw_load_error(path, "key " + prefix + "factor = " + std::to_string(factor) + " must be >= 1");
+  const float attn_factor = float(g.get_float(prefix + "attn_factor").value_or(1.0));
+  if (c.rope_scaling == kernels::RopeScaling::Yarn) {
+    c.rope_original_context = optional_int(g, prefix + "original_context_length", c.max_seq_len);
+    c.rope_beta_fast = float(g.get_float(prefix + "yarn_beta_fast").value_or(32.0));
+    c.rope_beta_slow = float(g.get_float(prefix + "yarn_beta_slow").value_or(1.0));
+    // llama.cpp: cos and sin scaled by the yarn magnitude 1 + 0.1 ln(factor), times attn_factor.
+    c.rope_attn_factor = attn_factor * (1.0f + 0.1f * std::log(c.rope_factor));
+  } else {
+    c.rope_attn_factor = attn_factor;
+  }
+}
+
 ModelConfig gguf_config(const GgufFile& g) {
   const std::string& path = g.path();
   ModelConfig c;
-  const auto arch = g.get_string("general.architecture");
-  if (!arch) throw_load_error(path, "missing key general.architecture");
-  if (*arch != "llama") throw_load_error(path, "unsupported architecture " + *arch + " (supported: llama)");
-  c.architecture = *arch;
+  const auto arch_key = g.get_string("general.architecture");
+  if (!arch_key) throw_load_error(path, "missing key general.architecture");
+  const std::string arch = *arch_key;
+  if (arch != "llama" && arch != "qwen2" && arch != "qwen3")
+    throw_load_error(path, "key general.architecture: unsupported architecture " + arch + " (supported: llama, qwen2, qwen3)");
+  c.architecture = arch;
   c.name = g.get_string("general.name").value_or(fs::path(path).stem().string());
-  c.dim = require_int(g, "llama.embedding_length");
-  c.num_layers = require_int(g, "llama.block_count");
-  c.num_q_heads = require_int(g, "llama.attention.head_count");
-  c.num_kv_heads = optional_int(g, "llama.attention.head_count_kv", c.num_q_heads);
-  c.ffn_dim = require_int(g, "llama.feed_forward_length");
-  c.max_seq_len = require_int(g, "llama.context_length");
-  c.head_dim = optional_int(g, "llama.attention.key_length", c.dim / c.num_q_heads);
-  if (optional_int(g, "llama.attention.value_length", c.head_dim) != c.head_dim)
-    throw_load_error(path, "key llama.attention.value_length differs from key_length (unsupported)");
-  c.rotary_dim = optional_int(g, "llama.rope.dimension_count", c.head_dim);
-  const auto eps = g.get_float("llama.attention.layer_norm_rms_epsilon");
-  if (!eps) throw_load_error(path, "missing key llama.attention.layer_norm_rms_epsilon");
+  c.dim = require_int(g, arch + ".embedding_length");
+  c.num_layers = require_int(g, arch + ".block_count");
+  c.num_q_heads = require_int(g, arch + ".attention.head_count");
+  c.num_kv_heads = optional_int(g, arch + ".attention.head_count_kv", c.num_q_heads);
+  c.ffn_dim = require_int(g, arch + ".feed_forward_length");
+  c.max_seq_len = require_int(g, arch + ".context_length");
+  c.head_dim = optional_int(g, arch + ".attention.key_length", c.dim / c.num_q_heads);
+  if (optional_int(g, arch + ".attention.value_length", c.head_dim) != c.head_dim)
+    throw_load_error(path, "key " + arch + ".attention.value_length differs from key_length (unsupported)");
+  c.rotary_dim = optional_int(g, arch + ".rope.dimension_count", c.head_dim);
+  const auto eps = g.get_float(arch + ".attention.layer_norm_rms_epsilon");
+  if (!eps) throw_load_error(path, "missing key " + arch + ".attention.layer_norm_rms_epsilon");
   c.rms_eps = float(*eps);
-  c.rope_theta = float(g.get_float("llama.rope.freq_base").value_or(10000.0));
-  if (auto scaling = g.get_string("llama.rope.scaling.type"); scaling && *scaling != "none")
-    throw_load_error(path, "key llama.rope.scaling.type: unsupported rope scaling " + *scaling);
-  c.rope_style = kernels::RopeStyle::GptJ;
-  if (auto v = g.get_int("llama.vocab_size")) {
-    c.vocab_size = positive_int(path, "llama.vocab_size", *v);
+  c.rope_theta = float(g.get_float(arch + ".rope.freq_base").value_or(10000.0));
+  gguf_rope_scaling(g, arch, c);
+  // llama.cpp's rope types: NORM (adjacent pairs) for llama, NEOX (rotate-half) for the Qwen family.
+  c.rope_style = arch == "llama" ? kernels::RopeStyle::GptJ : kernels::RopeStyle::NeoX;
+  if (auto window = g.get_int(arch + ".attention.sliding_window")) {
+    c.sliding_window = positive_int(path, arch + ".attention.sliding_window", *window);
+    if (c.architecture == "llama") c.architecture = "mistral";
+  }
+  c.qk_norm = arch == "qwen3";
+  c.qkv_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
+  if (arch == "qwen2" && !c.qkv_bias) throw_load_error(path, "missing tensor blk.0.attn_q.bias (qwen2 has q/k/v biases)");
+  if (auto v = g.get_int(arch + ".vocab_size")) {
+    c.vocab_size = positive_int(path, arch + ".vocab_size", *v);
   } else if (const GgufTensorInfo* t = g.find_tensor("token_embd.weight"); t && t->ne.size() == 2) {
     c.vocab_size = positive_int(path, "token_embd.weight ne[1]", t->ne[1]);
   } else {
@@ -282,6 +346,13 @@ LoadedModel load_gguf(const GgufFile& g) {
       },
       g.path(), w);
   binder.bind_all(kGgufNames, false);
+  // Llama 3's rope scaling: per-pair frequency divisors (llama.cpp's rope_freqs.weight).
+  if (binder.find("rope_freqs.weight")) {
+    if (w.config.architecture.starts_with("qwen"))
+      throw_load_error(g.path(), "unsupported tensor rope_freqs.weight (architecture " + w.config.architecture + ")");
+    w.config.rope_freq_factors = binder.vector("rope_freqs.weight", w.config.rotary_dim / 2);
+    validate(w.config, g.path());
+  }
   Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config.vocab_size), g.path());
   tokenizer.pad_vocab(w.config.vocab_size);
   return LoadedModel{std::move(w), std::move(tokenizer), g.get_string("tokenizer.chat_template").value_or("")};
@@ -346,6 +417,55 @@ class JsonConfig {
   json j_;
 };
 
+// The HF config's rope_scaling object (transformers' rope_type / type names).
+void hf_rope_scaling(const JsonConfig& j, ModelConfig& c) {
+  const std::string& path = j.path();
+  const json* rs = j.get("rope_scaling");
+  if (rs == nullptr) return;
+  if (!rs->is_object()) throw_load_error(path, "key rope_scaling is not an object");
+  const std::string type = rs->value("rope_type", rs->value("type", std::string()));
+  if (type == "default") return;
+  auto number = [&](const char* key, std::optional<double> fallback) -> double {
+    auto it = rs->find(key);
+    if (it == rs->end() || it->is_null()) {
+      if (!fallback) throw_load_error(path, std::string("missing key rope_scaling.") + key + " (rope_type " + type + ")");
+      return *fallback;
+    }
+    if (!it->is_number()) throw_load_error(path, std::string("key rope_scaling.") + key + " is not a number");
+    return it->get<double>();
+  };
+  const double factor = number("factor", std::nullopt);
+  if (!(factor >= 1.0)) throw_load_error(path, "key rope_scaling.factor = " + std::to_string(factor) + " must be >= 1");
+  if (type == "linear") {
+    c.rope_scaling = kernels::RopeScaling::Linear;
+    c.rope_factor = float(factor);
+  } else if (type == "llama3") {
+    const int original = int(number("original_max_position_embeddings", std::nullopt));
+    const double low = number("low_freq_factor", std::nullopt), high = number("high_freq_factor", std::nullopt);
+    if (original <= 0 || !(low > 0.0) || !(high > low))
+      throw_load_error(path, "key rope_scaling: llama3 needs original_max_position_embeddings > 0 and "
+                             "high_freq_factor > low_freq_factor > 0");
+    c.rope_freq_factors.resize(size_t(c.rotary_dim / 2));
+    kernels::llama3_rope_freq_factors(c.rope_theta, c.rotary_dim, float(factor), float(low), float(high), original,
+                                      c.rope_freq_factors.data());
+  } else if (type == "yarn") {
+    for (const char* key : {"mscale", "mscale_all_dim"})
+      if (rs->contains(key) && !(*rs)[key].is_null())
+        throw_load_error(path, std::string("key rope_scaling.") + key + ": unsupported");
+    if (rs->contains("truncate") && (*rs)["truncate"] == false)
+      throw_load_error(path, "key rope_scaling.truncate: false is unsupported");
+    c.rope_scaling = kernels::RopeScaling::Yarn;
+    c.rope_factor = float(factor);
+    c.rope_original_context = int(number("original_max_position_embeddings", double(c.max_seq_len)));
+    c.rope_beta_fast = float(number("beta_fast", 32.0));
+    c.rope_beta_slow = float(number("beta_slow", 1.0));
+    c.rope_attn_factor = float(number("attention_factor", 1.0 + 0.1 * std::log(factor)));
+  } else {
+    throw_load_error(path, "key rope_scaling: unsupported rope scaling type " +
+                               (type.empty() ? std::string("(none)") : type) + " (supported: default, linear, llama3, yarn)");
+  }
+}
+
 ModelConfig hf_config(const JsonConfig& j, const std::string& folder) {
   const std::string& path = j.path();
   ModelConfig c;
@@ -354,20 +474,26 @@ ModelConfig hf_config(const JsonConfig& j, const std::string& folder) {
     const json* archs = j.get("architectures");
     const std::string first = archs && archs->is_array() && !archs->empty() && (*archs)[0].is_string()
                                   ? (*archs)[0].get<std::string>() : "";
-    arch = first == "LlamaForCausalLM" ? "llama" : first == "MistralForCausalLM" ? "mistral" : first;
+    arch = first == "LlamaForCausalLM"     ? "llama"
+           : first == "MistralForCausalLM" ? "mistral"
+           : first == "Qwen2ForCausalLM"   ? "qwen2"
+           : first == "Qwen3ForCausalLM"   ? "qwen3"
+                                           : first;
   }
-  if (arch != "llama" && arch != "mistral")
-    throw_load_error(path, "unsupported architecture " + (arch.empty() ? std::string("(none)") : arch) +
-                               " (supported: llama, mistral)");
-  if (j.get_bool("attention_bias").value_or(false) || j.get_bool("mlp_bias").value_or(false))
-    throw_load_error(path, "unsupported: attention_bias / mlp_bias");
+  if (arch != "llama" && arch != "mistral" && arch != "qwen2" && arch != "qwen3")
+    throw_load_error(path, "key model_type / architectures: unsupported architecture " +
+                               (arch.empty() ? std::string("(none)") : arch) + " (supported: llama, mistral, qwen2, qwen3)");
+  // Qwen 2 always has q/k/v biases and no o bias; elsewhere attention_bias would add an o bias too.
+  if (arch != "qwen2" && j.get_bool("attention_bias").value_or(false))
+    throw_load_error(path, "key attention_bias: unsupported (an o_proj bias)");
+  if (j.get_bool("mlp_bias").value_or(false)) throw_load_error(path, "key mlp_bias: unsupported");
   if (auto act = j.get_string("hidden_act"); act && *act != "silu")
     throw_load_error(path, "key hidden_act: unsupported activation " + *act);
-  if (const json* rs = j.get("rope_scaling")) {
-    std::string type = rs->is_object() ? rs->value("rope_type", rs->value("type", std::string())) : std::string();
-    if (type != "default") throw_load_error(path, "key rope_scaling: unsupported rope scaling " + rs->dump());
-  }
-  c.architecture = "llama";
+  if (arch.starts_with("qwen") && j.get_bool("use_sliding_window").value_or(false))
+    throw_load_error(path, "key use_sliding_window: unsupported for " + arch + " (per-layer windows)");
+  c.qkv_bias = arch == "qwen2";
+  c.qk_norm = arch == "qwen3";
+  c.architecture = arch;
   c.name = fs::path(folder).filename().string();
   if (c.name.empty()) c.name = fs::path(folder).parent_path().filename().string();
   c.dim = j.require_positive("hidden_size");
@@ -378,15 +504,16 @@ ModelConfig hf_config(const JsonConfig& j, const std::string& folder) {
   c.ffn_dim = j.require_positive("intermediate_size");
   c.vocab_size = j.require_positive("vocab_size");
   c.max_seq_len = j.get_int("max_position_embeddings") ? j.require_positive("max_position_embeddings") : 2048;
-  // NOTE: no sliding-window attention here; Mistral's context is cut to its window so results stay exact.
-  if (auto window = j.get_int("sliding_window"); window && *window > 0 && *window < c.max_seq_len)
-    c.max_seq_len = int(*window);
+  // Mistral's sliding window (the band mask); null or absent: full attention.
+  if (arch == "mistral")
+    if (auto window = j.get_int("sliding_window"); window && *window > 0) c.sliding_window = int(*window);
   c.rms_eps = float(j.get_float("rms_norm_eps").value_or(1e-6));
   c.rope_theta = float(j.get_float("rope_theta").value_or(10000.0));
   const double partial = j.get_float("partial_rotary_factor").value_or(1.0);
   if (!(partial > 0.0 && partial <= 1.0)) throw_load_error(path, "key partial_rotary_factor out of (0, 1]");
   c.rotary_dim = int(double(c.head_dim) * partial);
   c.rope_style = kernels::RopeStyle::NeoX;
+  hf_rope_scaling(j, c);
   c.tied_embeddings = j.get_bool("tie_word_embeddings").value_or(false);
   c.bos_id = int(j.get_int("bos_token_id").value_or(1));
   c.eos_id = int(j.get_int("eos_token_id").value_or(2));

@@ -35,7 +35,9 @@ std::string hf_name(const std::string& gguf) {
       {"attn_k.weight", "self_attn.k_proj.weight"},     {"attn_v.weight", "self_attn.v_proj.weight"},
       {"attn_output.weight", "self_attn.o_proj.weight"}, {"ffn_norm.weight", "post_attention_layernorm.weight"},
       {"ffn_gate.weight", "mlp.gate_proj.weight"},      {"ffn_up.weight", "mlp.up_proj.weight"},
-      {"ffn_down.weight", "mlp.down_proj.weight"}};
+      {"ffn_down.weight", "mlp.down_proj.weight"},      {"attn_q.bias", "self_attn.q_proj.bias"},
+      {"attn_k.bias", "self_attn.k_proj.bias"},         {"attn_v.bias", "self_attn.v_proj.bias"},
+      {"attn_q_norm.weight", "self_attn.q_norm.weight"}, {"attn_k_norm.weight", "self_attn.k_norm.weight"}};
   if (gguf == "token_embd.weight") return "model.embed_tokens.weight";
   if (gguf == "output_norm.weight") return "model.norm.weight";
   if (gguf == "output.weight") return "lm_head.weight";
@@ -71,8 +73,13 @@ void write_random_model_hf(const std::string& folder, const ModelShape& s, kerne
                            const Tokenizer& tokenizer, const std::string& tokenizer_dir) {
   const std::string st_dtype = safetensors_dtype(dtype);
   std::vector<RandomTensor> tensors;
-  for_each_random_tensor(s, dtype, seed, [&](RandomTensor t) { tensors.push_back(std::move(t)); });
-  const int head_dim = s.dim / s.num_q_heads;
+  // rope_freqs.weight is llama.cpp's; the HF config's rope_scaling gives the same factors.
+  for_each_random_tensor(s, dtype, seed, [&](RandomTensor t) {
+    if (t.name != "rope_freqs.weight") tensors.push_back(std::move(t));
+  });
+  const int head_dim = s.head_size();
+  // GGUF llama / mistral q/k rows are in adjacent-pair order (permuted here); qwen files keep HF's order.
+  const bool permute = s.architecture == "llama" || s.architecture == "mistral";
 
   std::error_code ec;
   fs::create_directories(folder, ec);
@@ -107,16 +114,20 @@ void write_random_model_hf(const std::string& folder, const ModelShape& s, kerne
     tensors[i].fill(data.data());
     const std::string& name = tensors[i].name;
     const size_t row_bytes = size_t(kernels::row_bytes(tensors[i].dtype, tensors[i].ne[0]));
-    if (name.ends_with("attn_q.weight")) permute_rows(data, s.num_q_heads, head_dim, row_bytes);
-    if (name.ends_with("attn_k.weight")) permute_rows(data, s.num_kv_heads, head_dim, row_bytes);
+    if (permute && name.ends_with("attn_q.weight")) permute_rows(data, s.num_q_heads, head_dim, row_bytes);
+    if (permute && name.ends_with("attn_k.weight")) permute_rows(data, s.num_kv_heads, head_dim, row_bytes);
     out.write(reinterpret_cast<const char*>(data.data()), std::streamsize(data.size()));
   }
   out.close();
   if (!out) throw std::runtime_error(st_path.string() + ": write failed");
 
   const char* torch_dtype = dtype == kernels::DType::F32 ? "float32" : dtype == kernels::DType::F16 ? "float16" : "bfloat16";
-  json config = {{"architectures", {"LlamaForCausalLM"}},
-                 {"model_type", "llama"},
+  const char* hf_arch = s.architecture == "mistral" ? "MistralForCausalLM"
+                       : s.architecture == "qwen2"   ? "Qwen2ForCausalLM"
+                       : s.architecture == "qwen3"   ? "Qwen3ForCausalLM"
+                                                     : "LlamaForCausalLM";
+  json config = {{"architectures", {hf_arch}},
+                 {"model_type", s.architecture},
                  {"hidden_size", s.dim},
                  {"intermediate_size", s.ffn_dim},
                  {"num_hidden_layers", s.num_layers},
@@ -124,12 +135,25 @@ void write_random_model_hf(const std::string& folder, const ModelShape& s, kerne
                  {"num_key_value_heads", s.num_kv_heads},
                  {"head_dim", head_dim},
                  {"max_position_embeddings", s.max_seq_len},
-                 {"rms_norm_eps", 1e-5},
-                 {"rope_theta", 10000.0},
+                 {"rms_norm_eps", s.rms_eps},
+                 {"rope_theta", s.rope_theta},
                  {"hidden_act", "silu"},
                  {"vocab_size", s.vocab_size},
-                 {"tie_word_embeddings", false},
+                 {"tie_word_embeddings", s.tied},
                  {"torch_dtype", torch_dtype}};
+  if (s.architecture == "mistral") config["sliding_window"] = s.sliding_window > 0 ? json(s.sliding_window) : json();
+  if (s.architecture == "qwen2" || s.architecture == "qwen3") config["use_sliding_window"] = false;
+  if (s.architecture == "qwen3") config["attention_bias"] = false;
+  if (s.rope_scaling == "linear") {
+    config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", s.rope_factor}};
+  } else if (s.rope_scaling == "yarn") {
+    config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", s.rope_factor},
+                              {"original_max_position_embeddings", s.rope_original_context}};
+  } else if (s.rope_scaling == "llama3") {
+    config["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", s.rope_factor},
+                              {"low_freq_factor", s.rope_low_freq_factor}, {"high_freq_factor", s.rope_high_freq_factor},
+                              {"original_max_position_embeddings", s.rope_original_context}};
+  }
   json generation = {{"do_sample", true}};
   if (tokenizer.bos_id() >= 0) config["bos_token_id"] = generation["bos_token_id"] = tokenizer.bos_id();
   if (tokenizer.eos_id() >= 0) config["eos_token_id"] = generation["eos_token_id"] = tokenizer.eos_id();

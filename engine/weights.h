@@ -15,6 +15,12 @@ struct LayerWeights {
   kernels::WeightMatrix wk;      // [num_kv_heads * head_dim, dim]
   kernels::WeightMatrix wv;      // [num_kv_heads * head_dim, dim]
   kernels::WeightMatrix wo;      // [dim, num_q_heads * head_dim]
+  // Optional parts, empty when the architecture has none.
+  std::vector<float> bq;         // [num_q_heads * head_dim] q bias (qkv_bias)
+  std::vector<float> bk;         // [num_kv_heads * head_dim]
+  std::vector<float> bv;         // [num_kv_heads * head_dim]
+  std::vector<float> q_norm;     // [head_dim] per-head RMSNorm weight of q (qk_norm)
+  std::vector<float> k_norm;     // [head_dim]
   std::vector<float> ffn_norm;   // [dim]
   kernels::WeightMatrix w_gate;  // [ffn_dim, dim]
   kernels::WeightMatrix w_up;    // [ffn_dim, dim]

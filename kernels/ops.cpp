@@ -49,6 +49,52 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t num_token
   });
 }
 
+void rope_frequencies(const RopeParams& rope, float* freq) {
+  const int num_pairs = rope.rotary_dim / 2;
+  for (int i = 0; i < num_pairs; ++i) {
+    freq[i] = 1.0f / std::pow(rope.theta, float(2 * i) / float(rope.rotary_dim));
+    if (rope.freq_factors != nullptr) freq[i] /= rope.freq_factors[i];
+  }
+  if (rope.scaling == RopeScaling::None) return;
+  const float freq_scale = 1.0f / rope.factor;
+  if (rope.scaling == RopeScaling::Linear) {
+    for (int i = 0; i < num_pairs; ++i) freq[i] *= freq_scale;
+    return;
+  }
+  // Yarn: the pair index where a frequency makes `rotations` turns over original_context; pairs below
+  // `low` keep their frequency (extrapolate), above `high` are divided by factor (interpolate).
+  const float n_dims = float(rope.rotary_dim);
+  auto corr_dim = [&](float rotations) {
+    return n_dims * std::log(float(rope.original_context) / (rotations * 2.0f * float(M_PI))) /
+           (2.0f * std::log(rope.theta));
+  };
+  const float low = std::max(0.0f, std::floor(corr_dim(rope.beta_fast)));
+  const float high = std::min(n_dims - 1.0f, std::ceil(corr_dim(rope.beta_slow)));
+  for (int i = 0; i < num_pairs; ++i) {
+    const float y = (float(i) - low) / std::max(0.001f, high - low);
+    const float extrapolate = 1.0f - std::min(1.0f, std::max(0.0f, y));  // 1 below low, 0 above high
+    freq[i] = freq[i] * freq_scale * (1.0f - extrapolate) + freq[i] * extrapolate;
+  }
+}
+
+void llama3_rope_freq_factors(float theta, int rotary_dim, float factor, float low_freq_factor,
+                              float high_freq_factor, int original_context, float* out) {
+  const double low_wavelen = double(original_context) / low_freq_factor;
+  const double high_wavelen = double(original_context) / high_freq_factor;
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double freq = 1.0 / std::pow(double(theta), double(2 * i) / rotary_dim);
+    const double wavelen = 2.0 * M_PI / freq;
+    if (wavelen < high_wavelen) {
+      out[i] = 1.0f;
+    } else if (wavelen > low_wavelen) {
+      out[i] = factor;
+    } else {
+      const double smooth = (double(original_context) / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      out[i] = float(1.0 / ((1.0 - smooth) / factor + smooth));
+    }
+  }
+}
+
 void apply_rope(const RopeParams& rope, float* x, int64_t row_stride, int num_heads, const int32_t* positions,
                 int64_t num_tokens) {
   const int rotary_dim = rope.rotary_dim;
@@ -64,6 +110,13 @@ void apply_rope(const RopeParams& rope, float* x, int64_t row_stride, int num_he
     cos_sin.resize(size_t(2 * num_pairs));
     rope_cos_sin(rope, freq.data(), float(positions[t]), cos_sin.data());
     for (int h = 0; h < num_heads; ++h) rotate_head(rope, cos_sin.data(), x + t * row_stride + int64_t(h) * rope.head_dim);
+  });
+}
+
+void add_bias(float* x, const float* bias, int64_t num_tokens, int64_t dim) {
+  for_each_row(num_tokens, dim, [&](int64_t t) {
+    float* xt = x + t * dim;
+    for (int64_t i = 0; i < dim; ++i) xt[i] += bias[i];
   });
 }
 

@@ -13,11 +13,26 @@ enum class RopeStyle : uint8_t {
   NeoX,  // rotate-half pairs (x[i], x[i + rotary_dim/2]): Hugging Face layout
 };
 
+// How RoPE's frequencies are stretched for a context longer than the one trained (llama.cpp's
+// ggml_rope_ext): Linear divides every frequency by `factor`; Yarn (NTK-by-parts) divides only the
+// low frequencies, ramping between the corrected dims of beta_fast and beta_slow rotations over
+// original_context, and scales cos/sin by attn_factor. Llama 3's scaling is per-pair freq_factors.
+enum class RopeScaling : uint8_t { None, Linear, Yarn };
+
 struct RopeParams {
   RopeStyle style = RopeStyle::GptJ;
   int head_dim = 0;
   int rotary_dim = 0;  // first rotary_dim features of each head rotate (partial rotary); <= head_dim, even
   float theta = 10000.0f;
+  RopeScaling scaling = RopeScaling::None;
+  float factor = 1.0f;           // Linear / Yarn: context stretch (freq_scale = 1 / factor)
+  int original_context = 0;      // Yarn: trained context length the correction dims are measured on
+  float beta_fast = 32.0f;       // Yarn: rotations at which interpolation starts (high-frequency end)
+  float beta_slow = 1.0f;        // Yarn: rotations at which it is complete (low-frequency end)
+  float attn_factor = 1.0f;      // multiplies cos and sin (Yarn: 1 + 0.1 ln(factor) unless given)
+  // [rotary_dim / 2] divisors of each pair's frequency (Llama 3: GGUF rope_freqs.weight), host memory
+  // kept alive by the owner of the params; nullptr: all 1.
+  const float* freq_factors = nullptr;
 };
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. x, out: [num_tokens, dim] (may alias).
@@ -25,19 +40,25 @@ void rms_norm(const float* x, const float* weight, float* out, int64_t num_token
 
 // The pieces of apply_rope, for kernels that rotate heads on their own (the fused KV append). One
 // float order everywhere, so every caller gets the same bits.
-// freq: [rotary_dim / 2] radians per position of pair i: theta^(-2i / rotary_dim).
-inline void rope_frequencies(const RopeParams& rope, float* freq) {
-  for (int i = 0; i < rope.rotary_dim / 2; ++i)
-    freq[i] = 1.0f / std::pow(rope.theta, float(2 * i) / float(rope.rotary_dim));
-}
-// cos_sin: [rotary_dim / 2, 2] (cos, sin) of each pair's angle at position `pos`.
+// freq: [rotary_dim / 2] radians per position of pair i: theta^(-2i / rotary_dim), divided by
+// freq_factors[i], then stretched by the scaling (see RopeScaling).
+void rope_frequencies(const RopeParams& rope, float* freq);
+// cos_sin: [rotary_dim / 2, 2] (cos, sin) of each pair's angle at position `pos`, times attn_factor.
 inline void rope_cos_sin(const RopeParams& rope, const float* freq, float pos, float* cos_sin) {
   for (int i = 0; i < rope.rotary_dim / 2; ++i) {
     const float angle = pos * freq[i];
     cos_sin[2 * i] = std::cos(angle);
     cos_sin[2 * i + 1] = std::sin(angle);
   }
+  if (rope.attn_factor != 1.0f)
+    for (int i = 0; i < rope.rotary_dim; ++i) cos_sin[i] *= rope.attn_factor;
 }
+// Llama 3's per-pair frequency divisors ([rotary_dim / 2], what llama.cpp stores as rope_freqs.weight):
+// 1 for wavelengths under original_context / high_freq_factor, `factor` above original_context /
+// low_freq_factor, a smooth blend between.
+void llama3_rope_freq_factors(float theta, int rotary_dim, float factor, float low_freq_factor,
+                              float high_freq_factor, int original_context, float* out);
+
 // Rotates one head [head_dim] in place by a row of rope_cos_sin.
 INFLIGHT_HD inline void rotate_head(const RopeParams& rope, const float* cos_sin, float* head) {
   const int num_pairs = rope.rotary_dim / 2;
@@ -62,6 +83,9 @@ void apply_rope(const RopeParams& rope, float* x, int64_t row_stride, int num_he
 
 // out[t, i] = silu(gate[t, i]) * up[t, i]. gate/up/out: [num_tokens, dim] (out may alias gate).
 void silu_mul(const float* gate, const float* up, float* out, int64_t num_tokens, int64_t dim);
+
+// x[t, i] += bias[i]. x: [num_tokens, dim].
+void add_bias(float* x, const float* bias, int64_t num_tokens, int64_t dim);
 
 // x[i] += y[i] for i < n.
 void add_inplace(float* x, const float* y, int64_t n);

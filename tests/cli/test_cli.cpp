@@ -56,6 +56,21 @@ TEST_SUITE("cli") {
     }
   }
 
+  TEST_CASE("make-model writes each architecture's small preset, and generate runs it") {
+    inflight::test::TempDir dir("cli");
+    for (const std::string preset : {"llama3-small", "qwen2-small", "qwen3-small", "mistral-small"}) {
+      CAPTURE(preset);
+      const std::string path = dir / (preset + ".gguf");
+      const CommandResult r = run("make-model --preset " + preset + " --dtype q8_0 -o " + path);
+      REQUIRE(r.status == 0);
+      const std::string arch = preset.substr(0, preset.find('-'));
+      CHECK(r.output.find("(" + (arch == "llama3" ? std::string("llama") : arch) + ")") != std::string::npos);
+      CHECK(inflight::engine::load_model(path).weights.config.architecture == (arch == "llama3" ? "llama" : arch));
+      const CommandResult g = run("generate -m " + path + " -n 24 --temperature 0", true);
+      CHECK(g.status == 0);
+    }
+  }
+
   TEST_CASE("tokenize (the test command) answers each JSON line, a bad line with an error") {
     inflight::test::TempDir dir("cli");
     std::ofstream(dir / "in.jsonl") << "{\"text\": \"Once upon a time\", \"add_special_tokens\": true}\n"

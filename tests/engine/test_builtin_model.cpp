@@ -62,7 +62,29 @@ TEST_CASE("builtin_model presets") {
   REQUIRE(tl != nullptr);
   CHECK((tl->dim == 2048 && tl->num_layers == 22 && tl->num_q_heads == 32 && tl->num_kv_heads == 4 &&
          tl->ffn_dim == 5632 && tl->vocab_size == 32000 && tl->max_seq_len == 2048));
-  CHECK(engine::model_presets().size() == 3);
+  // The real dimensions of the new families (their config.json).
+  const ModelShape* q25 = engine::find_preset("qwen2.5-0.5b");
+  REQUIRE(q25 != nullptr);
+  CHECK((q25->architecture == "qwen2" && q25->dim == 896 && q25->num_layers == 24 && q25->num_q_heads == 14 &&
+         q25->num_kv_heads == 2 && q25->ffn_dim == 4864 && q25->vocab_size == 151936 && q25->tied &&
+         q25->rope_theta == 1000000.0 && q25->qkv_bias()));
+  const ModelShape* q3 = engine::find_preset("qwen3-0.6b");
+  REQUIRE(q3 != nullptr);
+  CHECK((q3->architecture == "qwen3" && q3->dim == 1024 && q3->num_layers == 28 && q3->num_q_heads == 16 &&
+         q3->num_kv_heads == 8 && q3->head_size() == 128 && q3->ffn_dim == 3072 && q3->vocab_size == 151936 &&
+         q3->tied && q3->qk_norm()));
+  const ModelShape* l32 = engine::find_preset("llama3.2-1b");
+  REQUIRE(l32 != nullptr);
+  CHECK((l32->architecture == "llama" && l32->dim == 2048 && l32->num_layers == 16 && l32->num_q_heads == 32 &&
+         l32->num_kv_heads == 8 && l32->ffn_dim == 8192 && l32->vocab_size == 128256 && l32->tied &&
+         l32->rope_scaling == "llama3" && l32->rope_factor == 32.0f && l32->rope_original_context == 8192 &&
+         l32->rope_theta == 500000.0));
+  for (const char* small : {"llama3-small", "qwen2-small", "qwen3-small", "mistral-small"}) {
+    const ModelShape* s = engine::find_preset(small);
+    REQUIRE(s != nullptr);
+    CHECK((s->dim % 256 == 0 && s->ffn_dim % 256 == 0 && s->num_q_heads * s->head_size() % 256 == 0));
+  }
+  CHECK(engine::model_presets().size() == 10);
   CHECK(engine::find_preset("gpt-5") == nullptr);
 }
 

@@ -2,6 +2,7 @@
 // q/k permutation) and on broken copies, each a LoadError naming the file and the tensor or key.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -229,6 +230,91 @@ TEST_CASE("model_loader broken GGUF copies are LoadErrors naming the file and th
   }
 }
 
+TEST_CASE("model_loader model families: unsupported architectures, rope scalings and tensors are refused by name") {
+  test::TempDir dir("loader-families");
+  const auto qwen3 = engine::random_model_gguf(*engine::find_preset("qwen3-small"), DType::F32, 3);
+  const GgufFile g = GgufFile::from_memory(std::make_shared<const std::vector<uint8_t>>(qwen3), "qwen3.gguf");
+  SUBCASE("the qwen3 file loads with its parts") {
+    const LoadedModel m = engine::load_gguf_model(std::make_shared<const std::vector<uint8_t>>(qwen3), "q.gguf");
+    const engine::ModelConfig& c = m.weights.config;
+    CHECK((c.architecture == "qwen3" && c.qk_norm && !c.qkv_bias && c.head_dim == 128 && c.q_dim() == 512));
+    CHECK(c.rope_style == kernels::RopeStyle::NeoX);
+    CHECK(c.rope_scaling == kernels::RopeScaling::Yarn);
+    CHECK(c.rope_original_context == 512);
+    CHECK(c.rope_attn_factor == doctest::Approx(1.0 + 0.1 * std::log(4.0)));
+    CHECK(c.tied_embeddings);
+    CHECK(m.weights.layers[1].k_norm.size() == 128);
+  }
+  SUBCASE("a scaling factor without a type is linear scaling, as llama.cpp reads it") {
+    test::rewrite_gguf(g, {"qwen3.rope.scaling.type"}).write_file(dir / "untyped.gguf");
+    const LoadedModel m = engine::load_model(dir / "untyped.gguf");
+    CHECK(m.weights.config.rope_scaling == kernels::RopeScaling::Linear);
+    CHECK(m.weights.config.rope_factor == 4.0f);
+    CHECK(m.weights.config.rope_attn_factor == 1.0f);
+  }
+  SUBCASE("gemma architecture") {
+    GgufWriter w = test::rewrite_gguf(g);
+    w.set("general.architecture", std::string("gemma"));
+    const std::string msg = gguf_error(dir, w);
+    CHECK_MESSAGE(test::contains(msg, "key general.architecture: unsupported architecture gemma"), msg);
+  }
+  SUBCASE("longrope scaling") {
+    GgufWriter w = test::rewrite_gguf(g);
+    w.set("qwen3.rope.scaling.type", std::string("longrope"));
+    const std::string msg = gguf_error(dir, w);
+    CHECK_MESSAGE(test::contains(msg, "key qwen3.rope.scaling.type: unsupported rope scaling longrope"), msg);
+  }
+  SUBCASE("a q/k norm missing, a bias the architecture lacks") {
+    CHECK(test::contains(gguf_error(dir, test::rewrite_gguf(g, {"blk.1.attn_k_norm.weight"})),
+                         "missing tensor blk.1.attn_k_norm.weight"));
+    GgufWriter w = test::rewrite_gguf(g);
+    w.add_tensor("blk.0.attn_output.bias", {256}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 256 * 4); });
+    CHECK(test::contains(gguf_error(dir, w), "unsupported tensor blk.0.attn_output.bias"));
+    w = test::rewrite_gguf(g);
+    w.add_tensor("blk.1.ffn_down.bias", {256}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 256 * 4); });
+    CHECK(test::contains(gguf_error(dir, w), "unsupported tensor blk.1.ffn_down.bias"));
+    w = test::rewrite_gguf(g);
+    w.add_tensor("output.bias", {512}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 512 * 4); });
+    CHECK(test::contains(gguf_error(dir, w), "unsupported tensor output.bias"));
+  }
+  SUBCASE("rope_freqs.weight of the wrong length") {
+    const auto llama3 = engine::random_model_gguf(*engine::find_preset("llama3-small"), DType::F32, 3);
+    const GgufFile l3 = GgufFile::from_memory(std::make_shared<const std::vector<uint8_t>>(llama3), "l3.gguf");
+    GgufWriter w3 = test::rewrite_gguf(l3, {"rope_freqs.weight"});
+    w3.add_tensor("rope_freqs.weight", {5}, DType::F32, [](uint8_t* dst) { std::memset(dst, 0, 5 * 4); });
+    const std::string msg3 = gguf_error(dir, w3);
+    CHECK_MESSAGE(test::contains(msg3, "rope_freqs.weight has ne [5], expected ne [32]"), msg3);
+  }
+  SUBCASE("llama with q/k norm tensors") {
+    GgufWriter w = test::rewrite_gguf(g);
+    w.set("general.architecture", std::string("llama"));
+    for (const auto& [key, value] : g.metadata())
+      if (key.starts_with("qwen3.")) w.set("llama." + key.substr(6), value);
+    const std::string msg = gguf_error(dir, w);  // llama has no q/k norm
+    CHECK_MESSAGE(test::contains(msg, "unsupported tensor blk.0.attn_q_norm.weight"), msg);
+  }
+  SUBCASE("HF rope_scaling types and Qwen's per-layer windows") {
+    test::copy_stories_hf(dir.path);
+    const std::string folder = dir.path.string();
+    auto hf_error = [&] { return test::load_error_message([&] { engine::load_model(folder); }); };
+    write_config(dir.path, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "dynamic"}, {"factor", 2.0}}; });
+    CHECK(test::contains(hf_error(), "key rope_scaling: unsupported rope scaling type dynamic"));
+    write_config(dir.path, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}}; });
+    CHECK(test::contains(hf_error(), "rope_scaling.original_max_position_embeddings"));
+    write_config(dir.path, [](nlohmann::json& j) {
+      j["model_type"] = "qwen3";
+      j["use_sliding_window"] = true;
+    });
+    CHECK(test::contains(hf_error(), "key use_sliding_window"));
+    write_config(dir.path, [](nlohmann::json& j) { j["model_type"] = "qwen2"; });  // stories has no biases
+    CHECK(test::contains(hf_error(), "missing tensor model.layers.0.self_attn.q_proj.bias"));
+    write_config(dir.path, [](nlohmann::json& j) { j["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 4.0}}; });
+    const LoadedModel m = engine::load_model(folder);
+    CHECK(m.weights.config.rope_scaling == kernels::RopeScaling::Linear);
+    CHECK(m.weights.config.rope_factor == 4.0f);
+  }
+}
+
 TEST_CASE("model_loader broken HF folders are LoadErrors naming the file and the tensor or key") {
   test::TempDir dir("loader-hf");
   test::copy_stories_hf(dir.path);
@@ -251,7 +337,9 @@ TEST_CASE("model_loader broken HF folders are LoadErrors naming the file and the
       j["sliding_window"] = 128;
     });
     const LoadedModel m = engine::load_model(folder);
-    CHECK(m.weights.config.max_seq_len == 128);
+    CHECK(m.weights.config.sliding_window == 128);  // the band mask; the context stays the trained one
+    CHECK(m.weights.config.max_seq_len == 512);
+    CHECK(m.weights.config.architecture == "mistral");
     CHECK(m.weights.config.rope_style == kernels::RopeStyle::NeoX);
   }
   SUBCASE("missing config.json") {

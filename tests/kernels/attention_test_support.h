@@ -148,6 +148,26 @@ inline void set_rope(kernels::AttentionParams& p, kernels::RopeStyle style, int 
   p.rope.theta = 10000.0f;
 }
 
+// The RoPE scalings of the model families on top of set_rope: 0 Llama 3 (per-pair frequency divisors in
+// `factors`, which must outlive the params), 1 yarn (factor 4 over 256 positions, attn_factor 1 + 0.1 ln 4),
+// 2 linear (factor 2).
+inline void set_rope_scaling(kernels::AttentionParams& p, int kind, std::vector<float>& factors) {
+  kernels::RopeParams& r = p.rope;
+  if (kind == 0) {
+    factors.resize(size_t(r.rotary_dim / 2));
+    kernels::llama3_rope_freq_factors(r.theta, r.rotary_dim, 8.0f, 1.0f, 4.0f, 64, factors.data());
+    r.freq_factors = factors.data();
+  } else if (kind == 1) {
+    r.scaling = kernels::RopeScaling::Yarn;
+    r.factor = 4.0f;
+    r.original_context = 256;
+    r.attn_factor = 1.0f + 0.1f * std::log(4.0f);
+  } else {
+    r.scaling = kernels::RopeScaling::Linear;
+    r.factor = 2.0f;
+  }
+}
+
 struct Run {
   std::vector<float> out;
   PagedBatch batch;  // the cache after the step

@@ -104,6 +104,65 @@ TEST_CASE("rope with partial rotary dim, several heads, tokens and a row stride 
   }
 }
 
+TEST_CASE("rope scaling: linear, yarn and Llama 3 frequencies against their formulas in double") {
+  const int rotary_dim = 64;
+  const double theta = 10000.0;
+  auto base = [&](int i) { return std::pow(theta, -2.0 * i / rotary_dim); };
+  std::vector<float> freq(rotary_dim / 2);
+  RopeParams rope{RopeStyle::NeoX, rotary_dim, rotary_dim, float(theta)};
+
+  rope.scaling = RopeScaling::Linear;
+  rope.factor = 4.0f;
+  rope_frequencies(rope, freq.data());
+  for (int i = 0; i < rotary_dim / 2; ++i) CHECK(freq[size_t(i)] == doctest::Approx(base(i) / 4.0).epsilon(1e-6));
+
+  // Yarn, original context 512: corr dim(r) = 64 ln(512 / (2 pi r)) / (2 ln 10000); low = floor(dim(32)) = 3,
+  // high = ceil(dim(1)) = 16. Pairs <= 3 keep their frequency, pairs >= 16 are divided by the factor, the
+  // ones between blend linearly.
+  rope.scaling = RopeScaling::Yarn;
+  rope.original_context = 512;
+  rope_frequencies(rope, freq.data());
+  const double low = 3, high = 16;
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double extrapolate = 1.0 - std::clamp((i - low) / (high - low), 0.0, 1.0);
+    const double want = base(i) / 4.0 * (1.0 - extrapolate) + base(i) * extrapolate;
+    CAPTURE(i);
+    CHECK(freq[size_t(i)] == doctest::Approx(want).epsilon(1e-5));
+  }
+  CHECK(freq[0] == doctest::Approx(base(0)).epsilon(1e-6));
+  CHECK(freq[20] == doctest::Approx(base(20) / 4.0).epsilon(1e-6));
+
+  // Llama 3 (factor 8, low / high freq factors 1 / 4, original context 64): wavelengths 2 pi / base(i) under
+  // 16 keep 1, above 64 get 8, between get 1 / ((1 - s) / 8 + s) with s = (64 / wavelength - 1) / 3.
+  std::vector<float> factors(rotary_dim / 2);
+  llama3_rope_freq_factors(float(theta), rotary_dim, 8.0f, 1.0f, 4.0f, 64, factors.data());
+  int num_blend = 0;
+  for (int i = 0; i < rotary_dim / 2; ++i) {
+    const double wavelength = 2.0 * M_PI / base(i);
+    const double s = (64.0 / wavelength - 1.0) / 3.0;
+    const double want = wavelength < 16 ? 1.0 : wavelength > 64 ? 8.0 : 1.0 / ((1.0 - s) / 8.0 + s);
+    num_blend += wavelength >= 16 && wavelength <= 64;
+    CAPTURE(i);
+    CHECK(factors[size_t(i)] == doctest::Approx(want).epsilon(1e-6));
+  }
+  CHECK(num_blend >= 2);
+  rope = RopeParams{RopeStyle::NeoX, rotary_dim, rotary_dim, float(theta)};
+  rope.freq_factors = factors.data();
+  rope_frequencies(rope, freq.data());
+  for (int i = 0; i < rotary_dim / 2; ++i) CHECK(freq[size_t(i)] == doctest::Approx(base(i) / factors[size_t(i)]).epsilon(1e-6));
+}
+
+TEST_CASE("rope attn_factor scales the rotation's cos and sin; off, the table is the unscaled one") {
+  RopeParams rope{RopeStyle::GptJ, 4, 4, 10000.0f};
+  float freq[2], plain[4], scaled[4];
+  rope_frequencies(rope, freq);
+  rope_cos_sin(rope, freq, 5.0f, plain);
+  rope.attn_factor = 1.25f;
+  rope_cos_sin(rope, freq, 5.0f, scaled);
+  for (int i = 0; i < 4; ++i) CHECK(scaled[i] == doctest::Approx(1.25 * plain[i]).epsilon(1e-6));
+  CHECK(plain[0] == std::cos(5.0f));  // no scaling: the same bits as before scaling existed
+}
+
 TEST_CASE("rms_norm matches x / sqrt(mean(x^2) + eps) * w, also in place") {
   const int64_t num_tokens = 3, dim = 172;
   const float eps = 1e-5f;
