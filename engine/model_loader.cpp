@@ -134,9 +134,11 @@ class WeightBinder {
   void bind_all(const TensorNames& names, bool tie_requested) const {
     const ModelConfig& c = w_.config;
     w_.token_embd = matrix(names.embed, c.vocab_size, c.dim);
-    w_.layers.resize(size_t(c.num_layers));
+    // Layer by layer, not resized up front: a file claiming 10^9 layers fails at the first missing tensor
+    // instead of allocating 10^9 empty layers first (found by fuzzing: regression-huge-block-count).
+    w_.layers.clear();
     for (int i = 0; i < c.num_layers; ++i) {
-      LayerWeights& l = w_.layers[size_t(i)];
+      LayerWeights& l = w_.layers.emplace_back();
       l.attn_norm = vector(names.layer(i, 0), c.dim);
       l.wq = matrix(names.layer(i, 1), c.q_dim(), c.dim);
       l.wk = matrix(names.layer(i, 2), c.kv_dim(), c.dim);

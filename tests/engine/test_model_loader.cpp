@@ -188,6 +188,14 @@ TEST_CASE("model_loader broken GGUF copies are LoadErrors naming the file and th
     w.set("tokenizer.ggml.model", std::string("gpt2"));  // BPE needs its merges
     CHECK(test::contains(gguf_error(dir, w), "tokenizer.ggml.merges"));
   }
+  SUBCASE("a block count far past the tensors the file holds") {
+    // Once the loader made room for every claimed layer before binding one:
+    // (16 million empty layers, gigabytes and seconds before the first error; found by fuzzing). Now the first missing layer is the error.
+    GgufWriter w = test::rewrite_gguf(g);
+    w.set("llama.block_count", uint64_t(16000000));
+    const std::string msg = gguf_error(dir, w);
+    CHECK_MESSAGE(test::contains(msg, "missing tensor blk.5.attn_norm.weight"), msg);
+  }
   SUBCASE("missing and bad keys") {
     CHECK(test::contains(gguf_error(dir, test::rewrite_gguf(g, {"llama.block_count"})), "missing key llama.block_count"));
     CHECK(test::contains(gguf_error(dir, test::rewrite_gguf(g, {"general.architecture"})), "general.architecture"));
