@@ -16,7 +16,7 @@ namespace cpu {
 
 namespace {
 
-// One block of `len` (32 or 256) activations: d = amax / 127, q = x * (1 / d) rounded to nearest even.
+// One block of kLen activations: d = amax / 127, q = x * (1 / d) rounded to nearest even.
 template <int kLen>
 void quantize_block(const float* xb, int8_t* qb, float* d) {
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: (v + kRound) - kRound rounds v to nearest even
@@ -39,10 +39,6 @@ void quantize_block(const float* xb, int8_t* qb, float* d) {
   }
 }
 
-void quantize_activations_q8_0_block(const float* xb, int len, int8_t* qb, float* d) {
-  if (len == 256) quantize_block<256>(xb, qb, d);
-  else quantize_block<32>(xb, qb, d);
-}
 
 }  // namespace
 
@@ -51,8 +47,48 @@ void quantize_activations_q8_0(const float* x, int64_t n, int8_t* q, float* d) {
     quantize_block<kQ8BlockSize>(x + b * kQ8BlockSize, q + b * kQ8BlockSize, d + b);
 }
 
+namespace {
+
+constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23: (v + k) - k rounds |v| < 2^22 to nearest even
+
+// llama.cpp's Q8_0 / Q8_1 activation block (x86): d = amax / 127, q = x * (127 / amax) rounded to nearest
+// even. d is returned in f32; the kernels round it to f16 where llama.cpp's blocks store it (formula header). The inverse is taken as 127 / amax, not 1 / d: activations that sit exactly on a rounding
+// midpoint (quantised embeddings make many) then round the same way as in llama.cpp.
+void quantize_block_32(const float* xb, int8_t* qb, float* d) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+  *d = amax / 127.0f;
+  const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
+  for (int i = 0; i < 32; ++i) qb[i] = int8_t(int32_t((xb[i] * inv + kRoundEven) - kRoundEven));
+}
+
+// llama.cpp's Q8_K activation block: the element of largest magnitude m (with its sign), iscale = -127 / m,
+// q = min(127, round(iscale * x)), d = 1 / iscale (negative where m > 0).
+void quantize_block_256(const float* xb, int8_t* qb, float* d) {
+  float amax = 0.0f, max = 0.0f;
+  for (int i = 0; i < 256; ++i) {
+    if (std::fabs(xb[i]) > amax) {
+      amax = std::fabs(xb[i]);
+      max = xb[i];
+    }
+  }
+  if (amax == 0.0f) {
+    *d = 0.0f;
+    std::memset(qb, 0, 256);
+    return;
+  }
+  const float iscale = -127.0f / max;
+  for (int i = 0; i < 256; ++i) qb[i] = int8_t(std::min(127, int32_t((iscale * xb[i] + kRoundEven) - kRoundEven)));
+  *d = 1.0f / iscale;
+}
+
+}  // namespace
+
 void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s) {
-  for (int64_t b = 0; b < n / block; ++b) quantize_activations_q8_0_block(x + b * block, block, q + b * block, d + b);
+  for (int64_t b = 0; b < n / block; ++b) {
+    if (block == 256) quantize_block_256(x + b * block, q + b * block, d + b);
+    else quantize_block_32(x + b * block, q + b * block, d + b);
+  }
   for (int64_t g = 0; g < n / 16; ++g) {
     int32_t sum = 0;
     for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];

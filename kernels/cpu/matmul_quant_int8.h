@@ -25,6 +25,9 @@ inline float half_to_float(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
+// IEEE f32 -> f16 (round to nearest even) -> f32, with F16C.
+inline float round_f16(float v) { return _cvtsh_ss(_cvtss_sh(v, 0)); }
+
 // Exact sum of the 8 int32 lanes.
 inline int32_t reduce_add_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -77,8 +80,10 @@ struct LegacyFormat {
     else return unpack_nibbles16(p);
   }
   static float term(const uint8_t* blk, float dx, int32_t dot, int32_t xsum) {
-    if constexpr (kHasMin) return legacy_min_term(half_to_float(blk), half_to_float(blk + 2), dx, dot, xsum);
-    else return legacy_offset_term(half_to_float(blk), dx, dot, xsum, kOffset);
+    const float dxh = round_f16(dx);
+    if constexpr (kHasMin)
+      return legacy_min_term(half_to_float(blk), half_to_float(blk + 2), dxh, dot, round_f16(dx * float(xsum)));
+    else return legacy_offset_term(half_to_float(blk), dxh, dot, xsum, kOffset);
   }
 };
 

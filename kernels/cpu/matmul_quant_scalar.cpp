@@ -14,6 +14,8 @@ float load_f16(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
+float round_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
+
 // The unsigned quants u[32] of a Q4_0 .. Q5_1 block, in element order.
 void legacy_quants(DType t, const uint8_t* blk, uint8_t u[32]) {
   const bool has_min = t == DType::Q4_1 || t == DType::Q5_1;
@@ -77,8 +79,9 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
         legacy_quants(a.dtype, blk, u);
         const int32_t d = dot(u, xq + 32 * b, 32);
         const int32_t xsum = int32_t(xs[2 * b]) + int32_t(xs[2 * b + 1]);
-        sum += has_min ? legacy_min_term(load_f16(blk), load_f16(blk + 2), xd[b], d, xsum)
-                       : legacy_offset_term(load_f16(blk), xd[b], d, xsum, offset);
+        const float dxh = round_f16(xd[b]);
+        sum += has_min ? legacy_min_term(load_f16(blk), load_f16(blk + 2), dxh, d, round_f16(xd[b] * float(xsum)))
+                       : legacy_offset_term(load_f16(blk), dxh, d, xsum, offset);
       }
       a.y[t * a.rows + r] = sum;
     }

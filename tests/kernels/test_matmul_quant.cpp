@@ -64,7 +64,10 @@ QuantWeights quantize(DType t, const std::vector<float>& values, int64_t rows, i
 }
 
 // The activations the kernels multiply: per block of activation_block_size, xd * xq. [num_tokens, cols]
-std::vector<double> effective_x(DType t, const std::vector<float>& x, int64_t cols, int64_t num_tokens) {
+// s (optional): per 32-block, xd * sum(xq) rounded to f16, what Q4_1 / Q5_1 multiply their min by
+// (llama.cpp's Q8_1 block stores it so). [num_tokens, cols / 32]
+std::vector<double> effective_x(DType t, const std::vector<float>& x, int64_t cols, int64_t num_tokens,
+                                std::vector<double>* s32 = nullptr) {
   const int block = cpu::activation_block_size(t);
   std::vector<double> out(size_t(num_tokens * cols));
   std::vector<int8_t> q(static_cast<size_t>(cols));
@@ -72,11 +75,22 @@ std::vector<double> effective_x(DType t, const std::vector<float>& x, int64_t co
   std::vector<int16_t> s(size_t(cols / 16));
   for (int64_t t0 = 0; t0 < num_tokens; ++t0) {
     cpu::quantize_activations(x.data() + t0 * cols, cols, block, q.data(), d.data(), s.data());
-    for (int64_t c = 0; c < cols; ++c) out[size_t(t0 * cols + c)] = double(d[size_t(c / block)]) * q[size_t(c)];
+    // legacy: the kernels use the scale rounded to f16 (llama.cpp's Q8_0 / Q8_1 store it so)
+    auto step = [&](int64_t c) {
+      const float dx = d[size_t(c / block)];
+      return double(block == 32 ? f16_to_f32(f32_to_f16(dx)) : dx);
+    };
+    for (int64_t c = 0; c < cols; ++c) out[size_t(t0 * cols + c)] = step(c) * q[size_t(c)];
     for (int64_t g = 0; g < cols / 16; ++g) {
       int sum = 0;
       for (int i = 0; i < 16; ++i) sum += q[size_t(g * 16 + i)];
       CHECK(s[size_t(g)] == sum);
+    }
+    if (s32) {
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        const float v = d[size_t(b * 32 / block)] * float(s[size_t(2 * b)] + s[size_t(2 * b + 1)]);
+        s32->push_back(f16_to_f32(f32_to_f16(v)));
+      }
     }
   }
   return out;
@@ -85,17 +99,24 @@ std::vector<double> effective_x(DType t, const std::vector<float>& x, int64_t co
 // y against sum_c exact[r, c] * x[t, c] in double. The integer dot products are exact; what remains is
 // the f32 rounding of the per-block scale products and the block sum, relative to the magnitude of
 // the terms: sum_c |x_c| * (|w_c| + the block's min / offset magnitude), bounded by max |w| of the row x 2.
+// Q4_1 / Q5_1 (mins: [rows, cols / 32] the block mins m, s32 from effective_x): each block's m * sum x
+// is taken as m * s32, so the reference splits w = (w - m) + m.
 void check_against_reference(const std::vector<float>& exact, const std::vector<double>& x, const std::vector<float>& y,
-                             int64_t rows, int64_t cols, int64_t num_tokens) {
+                             int64_t rows, int64_t cols, int64_t num_tokens, const std::vector<float>* mins = nullptr,
+                             const std::vector<double>* s32 = nullptr) {
   int num_bad = 0;
   for (int64_t t = 0; t < num_tokens; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       double sum = 0.0, wmax = 0.0, xabs = 0.0;
       for (int64_t c = 0; c < cols; ++c) {
-        sum += double(exact[size_t(r * cols + c)]) * x[size_t(t * cols + c)];
+        const double m = mins ? double((*mins)[size_t(r * (cols / 32) + c / 32)]) : 0.0;
+        sum += (double(exact[size_t(r * cols + c)]) - m) * x[size_t(t * cols + c)];
         wmax = std::max(wmax, std::fabs(double(exact[size_t(r * cols + c)])));
         xabs += std::fabs(x[size_t(t * cols + c)]);
       }
+      if (mins)
+        for (int64_t b = 0; b < cols / 32; ++b)
+          sum += double((*mins)[size_t(r * (cols / 32) + b)]) * (*s32)[size_t(t * (cols / 32) + b)];
       const double got = y[size_t(t * rows + r)];
       const double tol = 2e-6 * 2 * wmax * xabs + 1e-6;
       if (!(std::fabs(got - sum) <= tol) && ++num_bad <= 5)
@@ -103,6 +124,31 @@ void check_against_reference(const std::vector<float>& exact, const std::vector<
     }
   }
   CHECK(num_bad == 0);
+}
+
+bool has_min(DType t) { return t == DType::Q4_1 || t == DType::Q5_1; }
+
+// The f16 min m of every 32-block of a Q4_1 / Q5_1 matrix [rows, cols / 32].
+std::vector<float> block_mins(DType t, const std::vector<uint8_t>& bytes, int64_t rows, int64_t cols) {
+  std::vector<float> m;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      uint16_t h;
+      std::memcpy(&h, bytes.data() + r * row_bytes(t, cols) + b * block_bytes(t) + 2, 2);
+      m.push_back(f16_to_f32(h));
+    }
+  }
+  return m;
+}
+
+// check_against_reference for matrix w of type t and activations x (as given to matmul).
+void check_quant(DType t, const QuantWeights& w, const std::vector<float>& x, const std::vector<float>& y, int64_t rows,
+                 int64_t cols, int64_t num_tokens) {
+  std::vector<double> s32;
+  const std::vector<double> x_eff = effective_x(t, x, cols, num_tokens, &s32);
+  if (!has_min(t)) return check_against_reference(w.exact, x_eff, y, rows, cols, num_tokens);
+  const std::vector<float> mins = block_mins(t, w.bytes, rows, cols);
+  check_against_reference(w.exact, x_eff, y, rows, cols, num_tokens, &mins, &s32);
 }
 
 }  // namespace
@@ -116,7 +162,6 @@ TEST_CASE("matmul of every block format matches a dequantised double reference o
         const auto values = random_values(size_t(rows * cols), uint32_t(rows * 31 + cols), 0.05f);
         const QuantWeights w = quantize(t, values, rows, cols);
         const auto x = random_values(size_t(13 * cols), uint32_t(cols + 5));
-        const auto x_eff = effective_x(t, x, cols, 13);
         for (int64_t num_tokens : {1, 2, 3, 5, 13}) {
           std::vector<float> scalar;
           for (Isa isa : isas) {
@@ -128,7 +173,7 @@ TEST_CASE("matmul of every block format matches a dequantised double reference o
             REQUIRE(cpu::set_active_isa(isa));
             std::vector<float> y(size_t(num_tokens * rows), NAN);
             matmul(w.view(t, rows, cols), x.data(), y.data(), num_tokens);
-            check_against_reference(w.exact, x_eff, y, rows, cols, num_tokens);
+            check_quant(t, w, x, y, rows, cols, num_tokens);
             if (isa == Isa::Scalar) scalar = y;
             else CHECK(std::memcmp(scalar.data(), y.data(), y.size() * 4) == 0);
           }
@@ -150,7 +195,7 @@ TEST_CASE("matmul of the legacy formats takes rows of 32-weight blocks") {
       REQUIRE(cpu::set_active_isa(isa));
       std::vector<float> y(size_t(4 * rows));
       matmul(w.view(t, rows, cols), x.data(), y.data(), 4);
-      check_against_reference(w.exact, effective_x(t, x, cols, 4), y, rows, cols, 4);
+      check_quant(t, w, x, y, rows, cols, 4);
     }
   }
 }
@@ -178,7 +223,8 @@ TEST_CASE("matmul of the block formats is batch invariant") {
 
 TEST_CASE("matmul of the block formats differs from f32 math by at most the activation rounding") {
   // |x - xd * xq| <= xd / 2 per element (xd = block amax / 127), so |y - sum w x| <= sum_b xd_b / 2 * sum_{c in b} |w_c|
-  // plus the f32 rounding; an outlier coarsens its block's step.
+  // plus the f16 rounding of the legacy formats' activation scales and the f32 rounding; an outlier coarsens
+  // its block's step.
   IsaOverride restore;
   const int64_t rows = 16, cols = 1024, num_tokens = 2;
   for (DType t : kQuantDtypes) {
@@ -196,7 +242,7 @@ TEST_CASE("matmul of the block formats differs from f32 math by at most the acti
         for (int64_t r = 0; r < rows; ++r) {
           double exact = 0, bound = 0, sum_abs = 0;
           for (int64_t b = 0; b < cols / block; ++b) {
-            double amax = 0, wsum = 0;
+            double amax = 0, wsum = 0, wmax = 0, xsum = 0;
             for (int i = 0; i < block; ++i) {
               const int64_t c = b * block + i;
               const double wc = w.exact[size_t(r * cols + c)], xc = x[size_t(t0 * cols + c)];
@@ -204,8 +250,14 @@ TEST_CASE("matmul of the block formats differs from f32 math by at most the acti
               sum_abs += std::fabs(wc * xc);
               amax = std::max(amax, std::fabs(xc));
               wsum += std::fabs(wc);
+              wmax = std::max(wmax, std::fabs(wc));
+              xsum += std::fabs(xc);
             }
-            bound += 0.5 * amax / 127.0 * wsum;
+            // legacy: the step is kept as f16 (relative 2^-11), moving |q| <= 127 steps by 127 * 2^-11 of one;
+            // Q4_1 / Q5_1: m * step * sum q, also rounded to f16.
+            const double f16_part = block == 32 ? 127.0 / 2048.0 : 0.0;
+            bound += (0.5 + f16_part) * amax / 127.0 * wsum;
+            if (has_min(t)) bound += wmax * 1.01 * xsum / 2048.0;
           }
           CHECK(std::fabs(y[size_t(t0 * rows + r)] - exact) <= bound * 1.0001 + 1e-5 * sum_abs);
         }
@@ -229,8 +281,10 @@ TEST_CASE("matmul of the block formats takes extreme quants: all nibbles 15, Q6_
       if (t == DType::Q4_1 || t == DType::Q5_1 || t == DType::Q4_K || t == DType::Q5_K) std::memcpy(&bytes[off + 2], &h, 2);
       if (t == DType::Q6_K) for (int g = 0; g < 16; ++g) bytes[off + 192 + size_t(g)] = 0x80;  // -128
     }
-    std::vector<float> exact(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) dequantize_row(t, bytes.data() + r * row_bytes(t, cols), exact.data() + r * cols, cols);
+    QuantWeights w;
+    w.bytes = bytes;
+    w.exact.resize(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) dequantize_row(t, bytes.data() + r * row_bytes(t, cols), w.exact.data() + r * cols, cols);
     std::vector<float> scalar;
     for (Isa isa : runnable_isas()) {
       CAPTURE(dtype_name(t));
@@ -238,7 +292,7 @@ TEST_CASE("matmul of the block formats takes extreme quants: all nibbles 15, Q6_
       REQUIRE(cpu::set_active_isa(isa));
       std::vector<float> y(static_cast<size_t>(rows));
       matmul({t, bytes.data(), rows, cols}, x.data(), y.data(), 1);
-      check_against_reference(exact, effective_x(t, x, cols, 1), y, rows, cols, 1);
+      check_quant(t, w, x, y, rows, cols, 1);
       if (isa == Isa::Scalar) scalar = y;
       else CHECK(std::memcmp(scalar.data(), y.data(), y.size() * 4) == 0);
     }
