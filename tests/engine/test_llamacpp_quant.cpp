@@ -69,7 +69,7 @@ struct Case {
   float exact;        // on all but kMaxFlips of the 12 (prompt, position) rows; 0: no such check
   float near_tie;     // a greedy divergence is accepted at a llama.cpp top-2 margin below this
 };
-constexpr int kMaxFlips = 2;
+constexpr int kMaxFlips = 3;  // measured <= 2; one more for another CPU's f32 rounding before a midpoint
 // Measured: exact rows <= 3e-6; flipped rows <= 0.034 (q4_k), 0.025 (q4_0); rows of the quantised-embedding
 // files <= 0.085; top-2 margins at the first greedy divergence <= 0.014 (<= 0.031 with a quantised
 // embedding): decode steps go through the same midpoint flips.
