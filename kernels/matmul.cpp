@@ -52,14 +52,20 @@ namespace {
 constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23: (v + k) - k rounds |v| < 2^22 to nearest even
 
 // llama.cpp's Q8_0 / Q8_1 activation block (x86): d = amax / 127, q = x * (127 / amax) rounded to nearest
-// even. d is returned in f32; the kernels round it to f16 where llama.cpp's blocks store it (formula header). The inverse is taken as 127 / amax, not 1 / d: activations that sit exactly on a rounding
+// even; d and d * sum(q) (Q8_1's s) kept as f16. The inverse is taken as 127 / amax, not 1 / d: activations that sit exactly on a rounding
 // midpoint (quantised embeddings make many) then round the same way as in llama.cpp.
-void quantize_block_32(const float* xb, int8_t* qb, float* d) {
+void quantize_block_32(const float* xb, int8_t* qb, float* d, float* m) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
-  *d = amax / 127.0f;
+  const float scale = amax / 127.0f;
   const float inv = amax != 0.0f ? 127.0f / amax : 0.0f;
-  for (int i = 0; i < 32; ++i) qb[i] = int8_t(int32_t((xb[i] * inv + kRoundEven) - kRoundEven));
+  int32_t sum = 0;
+  for (int i = 0; i < 32; ++i) {
+    qb[i] = int8_t(int32_t((xb[i] * inv + kRoundEven) - kRoundEven));
+    sum += qb[i];
+  }
+  *d = f16_to_f32(f32_to_f16(scale));
+  *m = f16_to_f32(f32_to_f16(scale * float(sum)));
 }
 
 // llama.cpp's Q8_K activation block: the element of largest magnitude m (with its sign), iscale = -127 / m,
@@ -84,10 +90,10 @@ void quantize_block_256(const float* xb, int8_t* qb, float* d) {
 
 }  // namespace
 
-void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s) {
+void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m) {
   for (int64_t b = 0; b < n / block; ++b) {
     if (block == 256) quantize_block_256(x + b * block, q + b * block, d + b);
-    else quantize_block_32(x + b * block, q + b * block, d + b);
+    else quantize_block_32(x + b * block, q + b * block, d + b, m + b);
   }
   for (int64_t g = 0; g < n / 16; ++g) {
     int32_t sum = 0;
@@ -127,9 +133,9 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype) {
 }
 
 // Fills xq [num_tokens, cols], xd [num_tokens, cols / block] and (xs != nullptr) xs [num_tokens, cols / 16]
-// for a quantised matmul; tokens in parallel.
+// and, for block 32, xm [num_tokens, cols / 32], for a quantised matmul; tokens in parallel.
 void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block, int8_t* xq, float* xd,
-                     int16_t* xs) {
+                     int16_t* xs, float* xm) {
   struct Job {
     const float* x;
     int64_t cols;
@@ -137,13 +143,15 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
     int8_t* xq;
     float* xd;
     int16_t* xs;
-  } job{x, cols, block, xq, xd, xs};
+    float* xm;
+  } job{x, cols, block, xq, xd, xs, xm};
   // Captures one pointer, so the std::function stores it inline (no allocation per call).
   const auto quantize = [j = &job](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       if (j->xs)
         cpu::quantize_activations(j->x + t * j->cols, j->cols, j->block, j->xq + t * j->cols,
-                                  j->xd + t * (j->cols / j->block), j->xs + t * (j->cols / 16));
+                                  j->xd + t * (j->cols / j->block), j->xs + t * (j->cols / 16),
+                                  j->xm ? j->xm + t * (j->cols / 32) : nullptr);
       else
         cpu::quantize_activations_q8_0(j->x + t * j->cols, j->cols, j->xq + t * j->cols,
                                        j->xd + t * (j->cols / kQ8BlockSize));
@@ -177,19 +185,23 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens)
 
   if (block > 1) {
     // Per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens, cols / ablock]
-    // scales, [num_tokens, cols / 16] sums (not for Q8_0).
+    // scales, [num_tokens, cols / 16] sums (not for Q8_0), [num_tokens, cols / 32] Q8_1 sums (legacy types).
     const int ablock = cpu::activation_block_size(w.dtype);
     const bool sums = w.dtype != DType::Q8_0;
+    const bool legacy = is_legacy_quant(w.dtype);
     thread_local std::vector<int8_t> xq;
-    thread_local std::vector<float> xd;
+    thread_local std::vector<float> xd, xm;
     thread_local std::vector<int16_t> xs;
     xq.resize(size_t(num_tokens * w.cols));
     xd.resize(size_t(num_tokens * (w.cols / ablock)));
     if (sums) xs.resize(size_t(num_tokens * (w.cols / 16)));
-    quantize_tokens(x, w.cols, num_tokens, ablock, xq.data(), xd.data(), sums ? xs.data() : nullptr);
+    if (legacy) xm.resize(size_t(num_tokens * (w.cols / 32)));
+    quantize_tokens(x, w.cols, num_tokens, ablock, xq.data(), xd.data(), sums ? xs.data() : nullptr,
+                    legacy ? xm.data() : nullptr);
     a.xq = xq.data();
     a.xd = xd.data();
     a.xs = sums ? xs.data() : nullptr;
+    a.xm = legacy ? xm.data() : nullptr;
   }
 
   const int64_t num_blocks = (w.rows + kRowBlock - 1) / kRowBlock;

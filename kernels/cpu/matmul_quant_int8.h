@@ -25,9 +25,6 @@ inline float half_to_float(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
-// IEEE f32 -> f16 (round to nearest even) -> f32, with F16C.
-inline float round_f16(float v) { return _cvtsh_ss(_cvtss_sh(v, 0)); }
-
 // Exact sum of the 8 int32 lanes.
 inline int32_t reduce_add_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -79,11 +76,9 @@ struct LegacyFormat {
     if constexpr (kHasHigh) return _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p));
     else return unpack_nibbles16(p);
   }
-  static float term(const uint8_t* blk, float dx, int32_t dot, int32_t xsum) {
-    const float dxh = round_f16(dx);
-    if constexpr (kHasMin)
-      return legacy_min_term(half_to_float(blk), half_to_float(blk + 2), dxh, dot, round_f16(dx * float(xsum)));
-    else return legacy_offset_term(half_to_float(blk), dxh, dot, xsum, kOffset);
+  static float term(const uint8_t* blk, float dx, int32_t dot, int32_t xsum, float xm) {
+    if constexpr (kHasMin) return legacy_min_term(half_to_float(blk), half_to_float(blk + 2), dx, dot, xm);
+    else return legacy_offset_term(half_to_float(blk), dx, dot, xsum, kOffset);
   }
 };
 
@@ -104,6 +99,7 @@ struct LegacyKernel {
     const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
     const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
     const int16_t* xs = a.xs + t0 * (a.cols / 16);  // [T, cols / 16]
+    const float* xm = a.xm + t0 * num_blocks;       // [T, num_blocks]
     float sum[R][T] = {};
     for (int64_t b = 0; b < num_blocks; ++b) {
       __m256i xv[T];
@@ -119,7 +115,8 @@ struct LegacyKernel {
         const __m256i u = Format::quants(blk);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t)
-          sum[r][t] += Format::term(blk, xd[t * num_blocks + b], reduce_add_epi32(Dot::dot(u, xv[t])), xsum[t]);
+          sum[r][t] += Format::term(blk, xd[t * num_blocks + b], reduce_add_epi32(Dot::dot(u, xv[t])), xsum[t],
+                                    xm[t * num_blocks + b]);
       }
     }
     float* y = a.y + t0 * a.rows + r0;  // [T, rows]

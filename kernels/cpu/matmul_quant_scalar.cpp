@@ -14,8 +14,6 @@ float load_f16(const uint8_t* p) {
   return f16_to_f32(h);
 }
 
-float round_f16(float v) { return f16_to_f32(f32_to_f16(v)); }
-
 // The unsigned quants u[32] of a Q4_0 .. Q5_1 block, in element order.
 void legacy_quants(DType t, const uint8_t* blk, uint8_t u[32]) {
   const bool has_min = t == DType::Q4_1 || t == DType::Q5_1;
@@ -73,15 +71,15 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       const int8_t* xq = a.xq + t * a.cols;
       const float* xd = a.xd + t * num_blocks;
       const int16_t* xs = a.xs + t * (a.cols / 16);
+      const float* xm = a.xm + t * num_blocks;
       float sum = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
         const uint8_t* blk = row + b * bytes;
         legacy_quants(a.dtype, blk, u);
         const int32_t d = dot(u, xq + 32 * b, 32);
         const int32_t xsum = int32_t(xs[2 * b]) + int32_t(xs[2 * b + 1]);
-        const float dxh = round_f16(xd[b]);
-        sum += has_min ? legacy_min_term(load_f16(blk), load_f16(blk + 2), dxh, d, round_f16(xd[b] * float(xsum)))
-                       : legacy_offset_term(load_f16(blk), dxh, d, xsum, offset);
+        sum += has_min ? legacy_min_term(load_f16(blk), load_f16(blk + 2), xd[b], d, xm[b])
+                       : legacy_offset_term(load_f16(blk), xd[b], d, xsum, offset);
       }
       a.y[t * a.rows + r] = sum;
     }

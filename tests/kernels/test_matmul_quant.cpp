@@ -73,23 +73,25 @@ std::vector<double> effective_x(DType t, const std::vector<float>& x, int64_t co
   std::vector<int8_t> q(static_cast<size_t>(cols));
   std::vector<float> d(size_t(cols / block));
   std::vector<int16_t> s(size_t(cols / 16));
+  std::vector<float> m(size_t(cols / 32));
   for (int64_t t0 = 0; t0 < num_tokens; ++t0) {
-    cpu::quantize_activations(x.data() + t0 * cols, cols, block, q.data(), d.data(), s.data());
-    // legacy: the kernels use the scale rounded to f16 (llama.cpp's Q8_0 / Q8_1 store it so)
-    auto step = [&](int64_t c) {
-      const float dx = d[size_t(c / block)];
-      return double(block == 32 ? f16_to_f32(f32_to_f16(dx)) : dx);
-    };
-    for (int64_t c = 0; c < cols; ++c) out[size_t(t0 * cols + c)] = step(c) * q[size_t(c)];
+    cpu::quantize_activations(x.data() + t0 * cols, cols, block, q.data(), d.data(), s.data(), m.data());
+    for (int64_t c = 0; c < cols; ++c) out[size_t(t0 * cols + c)] = double(d[size_t(c / block)]) * q[size_t(c)];
     for (int64_t g = 0; g < cols / 16; ++g) {
       int sum = 0;
       for (int i = 0; i < 16; ++i) sum += q[size_t(g * 16 + i)];
       CHECK(s[size_t(g)] == sum);
     }
-    if (s32) {
+    if (block == 32) {
+      // llama.cpp's Q8_0 / Q8_1: d = amax / 127 and d * sum(q), both kept as f16
       for (int64_t b = 0; b < cols / 32; ++b) {
-        const float v = d[size_t(b * 32 / block)] * float(s[size_t(2 * b)] + s[size_t(2 * b + 1)]);
-        s32->push_back(f16_to_f32(f32_to_f16(v)));
+        float amax = 0.0f;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[size_t(t0 * cols + b * 32 + i)]));
+        const float scale = amax / 127.0f;
+        CHECK(d[size_t(b)] == f16_to_f32(f32_to_f16(scale)));
+        const float sm = f16_to_f32(f32_to_f16(scale * float(s[size_t(2 * b)] + s[size_t(2 * b + 1)])));
+        CHECK(m[size_t(b)] == sm);
+        if (s32) s32->push_back(sm);
       }
     }
   }
