@@ -25,6 +25,14 @@ inline float half_to_float(const uint8_t* p) {
   return _cvtsh_ss(h);
 }
 
+// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): the lane order legacy_reduce spells out.
+inline float reduce_add_ps(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+  return _mm_cvtss_f32(s);
+}
+
 // Exact sum of the 8 int32 lanes.
 inline int32_t reduce_add_epi32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -70,26 +78,24 @@ inline __m256i fifth_bits(const uint8_t* qh) {
 template <bool kHasMin, bool kHasHigh>
 struct LegacyFormat {
   static constexpr int kBytes = 2 + (kHasMin ? 2 : 0) + (kHasHigh ? 4 : 0) + 16;
-  static constexpr int32_t kOffset = kHasHigh ? 16 : 8;
+  static constexpr int kOffsetShift = kHasMin ? 0 : kHasHigh ? 4 : 3;  // offset 16 / 8 (none with a min)
   static __m256i quants(const uint8_t* blk) {
     const uint8_t* p = blk + (kHasMin ? 4 : 2);
     if constexpr (kHasHigh) return _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p));
     else return unpack_nibbles16(p);
   }
-  static float term(const uint8_t* blk, float dx, int32_t dot, int32_t xsum, float xm) {
-    if constexpr (kHasMin) return legacy_min_term(half_to_float(blk), half_to_float(blk + 2), dx, dot, xm);
-    else return legacy_offset_term(half_to_float(blk), dx, dot, xsum, kOffset);
-  }
 };
 
-// kNumRegs: vector registers of the ISA (16 ymm for AVX2, 32 for AVX-512).
+// Lane-wise, as matmul_quant_formula.h defines for the legacy types: 8 f32 lanes per output, each fed by
+// fma(float(lane's exact int dot), dw * dx); the min term in a scalar; one fixed-order reduction at the end.
 template <class Format, class Dot, int kNumRegs>
 struct LegacyKernel {
+  // Budget: R*T accumulators + 2T activation vectors (quants, 4-sums) + quants and temporaries.
   template <int T>
   static constexpr int rows_per_tile() {
     if constexpr (T == 1) return 1;
     if constexpr (kNumRegs >= 32) return T == 2 ? 8 : 4;
-    return T == 2 ? 4 : 2;
+    return T == 2 ? 2 : 1;
   }
 
   template <int R, int T>
@@ -98,32 +104,40 @@ struct LegacyKernel {
     const uint8_t* w = a.w + r0 * a.w_row_bytes;  // [R, w_row_bytes]
     const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
     const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
-    const int16_t* xs = a.xs + t0 * (a.cols / 16);  // [T, cols / 16]
-    const float* xm = a.xm + t0 * num_blocks;       // [T, num_blocks]
-    float sum[R][T] = {};
+    const float* xm = a.xm + t0 * num_blocks;     // [T, num_blocks]
+    __m256 acc[R][T];
+    float msum[R][T] = {};
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < num_blocks; ++b) {
-      __m256i xv[T];
-      int32_t xsum[T];
+      __m256i xv[T], xoff[T];  // activations; their 4-sums times the offset
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32));
-        xsum[t] = int32_t(xs[t * (a.cols / 16) + 2 * b]) + int32_t(xs[t * (a.cols / 16) + 2 * b + 1]);
+        if constexpr (Format::kOffsetShift > 0)
+          xoff[t] = _mm256_slli_epi32(Dot::dot(_mm256_set1_epi8(1), xv[t]), Format::kOffsetShift);
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
         const __m256i u = Format::quants(blk);
+        const float dw = half_to_float(blk);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t)
-          sum[r][t] += Format::term(blk, xd[t * num_blocks + b], reduce_add_epi32(Dot::dot(u, xv[t])), xsum[t],
-                                    xm[t * num_blocks + b]);
+        for (int t = 0; t < T; ++t) {
+          __m256i lanes = Dot::dot(u, xv[t]);
+          if constexpr (Format::kOffsetShift > 0) lanes = _mm256_sub_epi32(lanes, xoff[t]);
+          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(dw * xd[t * num_blocks + b]), acc[r][t]);
+          if constexpr (Format::kOffsetShift == 0) msum[r][t] += half_to_float(blk + 2) * xm[t * num_blocks + b];
+        }
       }
     }
     float* y = a.y + t0 * a.rows + r0;  // [T, rows]
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) y[t * a.rows + r] = sum[r][t];
+      for (int t = 0; t < T; ++t) y[t * a.rows + r] = legacy_finish(reduce_add_ps(acc[r][t]), msum[r][t]);
   }
 };
 

@@ -1,5 +1,6 @@
 // The scalar Q4_0 .. Q6_K matmul: the integer dot products spelled out (matmul_quant_formula.h). The
 // SIMD files compute the same integers and the same float expressions, so they agree bit for bit.
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/matmul_kernels.h"
@@ -63,25 +64,28 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int64_t num_blocks = a.cols / 32;
   const int bytes = block_bytes(a.dtype);
   const bool has_min = a.dtype == DType::Q4_1 || a.dtype == DType::Q5_1;
-  const int32_t offset = a.dtype == DType::Q4_0 ? 8 : 16;
+  const int32_t offset = has_min ? 0 : a.dtype == DType::Q4_0 ? 8 : 16;
   uint8_t u[32];
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = a.w + r * a.w_row_bytes;
     for (int64_t t = 0; t < a.num_tokens; ++t) {
       const int8_t* xq = a.xq + t * a.cols;
       const float* xd = a.xd + t * num_blocks;
-      const int16_t* xs = a.xs + t * (a.cols / 16);
       const float* xm = a.xm + t * num_blocks;
-      float sum = 0.0f;
+      float acc[8] = {};
+      float msum = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
         const uint8_t* blk = row + b * bytes;
         legacy_quants(a.dtype, blk, u);
-        const int32_t d = dot(u, xq + 32 * b, 32);
-        const int32_t xsum = int32_t(xs[2 * b]) + int32_t(xs[2 * b + 1]);
-        sum += has_min ? legacy_min_term(load_f16(blk), load_f16(blk + 2), xd[b], d, xm[b])
-                       : legacy_offset_term(load_f16(blk), xd[b], d, xsum, offset);
+        const float scale = load_f16(blk) * xd[b];
+        for (int i = 0; i < 8; ++i) {
+          int32_t lane = 0;
+          for (int e = 4 * i; e < 4 * i + 4; ++e) lane += (int32_t(u[e]) - offset) * int32_t(xq[32 * b + e]);
+          acc[i] = std::fma(float(lane), scale, acc[i]);
+        }
+        if (has_min) msum += load_f16(blk + 2) * xm[b];
       }
-      a.y[t * a.rows + r] = sum;
+      a.y[t * a.rows + r] = legacy_finish(legacy_reduce(acc), msum);
     }
   }
 }
