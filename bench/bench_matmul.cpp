@@ -55,6 +55,14 @@ std::vector<uint8_t> make_matrix(DType dtype, int64_t rows, int64_t cols, uint32
       }
       break;
     }
+    default: {  // Q4_0 .. Q6_K: random rows through the quantiser
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        for (float& f : row) f = dist(rng);
+        quantize_row(dtype, row.data(), bytes.data() + r * row_bytes(dtype, cols), cols);
+      }
+      break;
+    }
   }
   return bytes;
 }
@@ -146,7 +154,8 @@ bool register_all() {
   benchmark::RegisterBenchmark("read", run_read)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("pool_run", run_pool_overhead)->UseRealTime()->Unit(benchmark::kNanosecond);
   const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
-  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0}) {
+  for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                      DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (const Shape& s : shapes) {
       for (int64_t num_tokens : {1, 64}) {
         const std::string name = "matmul/" + std::string(dtype_name(dtype)) + "/" + std::to_string(s.rows) + "x" +

@@ -22,20 +22,13 @@ namespace {
 struct MakeModelFlags {
   std::string preset = "tiny";
   std::string dtype = "f16";
+  std::string embedding_dtype;  // "" = as --dtype
   std::string out;
   std::string tokenizer;  // folder with tokenizer.json + tokenizer_config.json
   std::string format;     // "gguf" or "hf"; default: hf with --tokenizer, else gguf
   uint64_t seed = 0;
   engine::ModelShape overrides;  // zero fields keep the preset's value
 };
-
-kernels::DType parse_weight_dtype(const std::string& s) {
-  if (s == "f32") return kernels::DType::F32;
-  if (s == "f16") return kernels::DType::F16;
-  if (s == "bf16") return kernels::DType::BF16;
-  if (s == "q8_0") return kernels::DType::Q8_0;
-  throw std::invalid_argument("--dtype: unknown weight dtype '" + s + "' (f32, f16, bf16, q8_0)");
-}
 
 // The chat template of a tokenizer folder: chat_template.jinja, else tokenizer_config.json "chat_template"
 // (a string, or a list of {name, template} whose "default" one is used); "" for none.
@@ -68,7 +61,13 @@ void run_make_model(const MakeModelFlags& f) {
                           {&shape.ffn_dim, o.ffn_dim}, {&shape.vocab_size, o.vocab_size},
                           {&shape.max_seq_len, o.max_seq_len}})
     if (src > 0) *dst = src;
-  const kernels::DType dtype = parse_weight_dtype(f.dtype);
+  engine::WeightTypes dtype = engine::parse_weight_types(f.dtype);
+  if (!f.embedding_dtype.empty()) {
+    dtype.embedding = engine::parse_single_dtype(f.embedding_dtype);
+    if (!dtype.embedding)
+      throw std::invalid_argument("--embedding-dtype: unknown weight dtype '" + f.embedding_dtype +
+                                  "' (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)");
+  }
   const std::string format = f.format.empty() ? (f.tokenizer.empty() ? "gguf" : "hf") : f.format;
   if (format != "gguf" && format != "hf") throw std::invalid_argument("--format: unknown format '" + format + "' (gguf, hf)");
   if (format == "hf" && f.tokenizer.empty())
@@ -94,7 +93,9 @@ void run_make_model(const MakeModelFlags& f) {
   const std::string name = dir.filename().empty() ? dir.parent_path().filename().string() : dir.filename().string();
   const std::string out = f.out.empty() ? shape.name + "-" + name + "-" + f.dtype + (format == "gguf" ? ".gguf" : "") : f.out;
   if (format == "hf") {
-    engine::write_random_model_hf(out, shape, dtype, f.seed, tokenizer, f.tokenizer);
+    if (dtype.mix != engine::WeightTypes::Mix::None || dtype.embedding)
+      throw std::invalid_argument("--dtype " + f.dtype + ": a Hugging Face folder holds f32, f16 or bf16 weights");
+    engine::write_random_model_hf(out, shape, dtype.base, f.seed, tokenizer, f.tokenizer);
   } else {
     const engine::RealVocab vocab{&tokenizer, folder_chat_template(dir)};
     engine::write_random_model(out, shape, dtype, f.seed, &vocab);
@@ -114,7 +115,10 @@ void add_make_model_command(CLI::App& app) {
   std::string preset_names;
   for (const auto& p : engine::model_presets()) preset_names += (preset_names.empty() ? "" : ", ") + p.name;
   cmd->add_option("--preset", flags->preset, "Shape: " + preset_names)->capture_default_str();
-  cmd->add_option("--dtype", flags->dtype, "Weight dtype: f32, f16, bf16, q8_0")->capture_default_str();
+  cmd->add_option("--dtype", flags->dtype, "Weight dtype: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k, or the "
+                  "mixes q4_k_m, q5_k_m")->capture_default_str();
+  cmd->add_option("--embedding-dtype", flags->embedding_dtype,
+                  "token_embd's weight dtype (GGUF), like llama-quantize's --token-embedding-type; default: as --dtype");
   cmd->add_option("--out,-o", flags->out,
                   "Output path (default: <preset>-<dtype>.gguf, with --tokenizer <preset>-<folder>-<dtype>[.gguf])");
   cmd->add_option("--tokenizer", flags->tokenizer,

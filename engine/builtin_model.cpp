@@ -34,17 +34,6 @@ uint64_t fnv1a(const std::string& s) {
   return h;
 }
 
-// llama.cpp's general.file_type (llama_ftype) of a model whose matrices are `t`.
-uint64_t file_type(kernels::DType t) {
-  switch (t) {
-    case kernels::DType::F32: return 0;   // ALL_F32
-    case kernels::DType::F16: return 1;   // MOSTLY_F16
-    case kernels::DType::Q8_0: return 7;  // MOSTLY_Q8_0
-    case kernels::DType::BF16: return 32; // MOSTLY_BF16
-  }
-  return 0;
-}
-
 // A matrix [rows, cols] of uniform values with standard deviation `std`; element i is a function of
 // (key, i) only.
 struct RandomMatrix {
@@ -81,15 +70,15 @@ struct RandomMatrix {
             std::memcpy(dst + 2 * c, &h, 2);
           }
           break;
-        case kernels::DType::Q8_0:
-          kernels::quantize_row_q8_0(row.data(), dst, cols);
+        default:  // the block formats
+          kernels::quantize_row(dtype, row.data(), dst, cols);
           break;
       }
     }
   }
 };
 
-void check_shape(const ModelShape& s, kernels::DType dtype) {
+void check_shape(const ModelShape& s) {
   auto fail = [&](const std::string& what) {
     throw std::invalid_argument("random model " + s.name + ": " + what);
   };
@@ -113,8 +102,6 @@ void check_shape(const ModelShape& s, kernels::DType dtype) {
   if (s.rope_scaling == "llama3" && !(s.rope_high_freq_factor > s.rope_low_freq_factor && s.rope_low_freq_factor > 0))
     fail("llama3 rope scaling needs high_freq_factor > low_freq_factor > 0");
   if (s.vocab_size < kNumSpecialTokens + kNumByteTokens + 1) fail("vocab_size must be at least 260");
-  if (dtype == kernels::DType::Q8_0 && (s.dim % kernels::kQ8BlockSize != 0 || s.ffn_dim % kernels::kQ8BlockSize != 0))
-    fail("Q8_0 needs dim and ffn_dim to be multiples of 32");
 }
 
 // The synthetic sentencepiece vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then "▁", the
@@ -209,15 +196,15 @@ void add_bpe_vocab(GgufWriter& w, const RealVocab& vocab) {
   if (!vocab.chat_template.empty()) w.set("tokenizer.chat_template", vocab.chat_template);
 }
 
-GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed, const RealVocab* vocab) {
-  check_shape(s, dtype);
+GgufWriter make_writer(const ModelShape& s, const WeightTypes& dtype, uint64_t seed, const RealVocab* vocab) {
+  check_shape(s);
   const int head_dim = s.head_size();
   // Mistral files say llama (llama.cpp's converter), with the window as a key.
   const std::string arch = s.architecture == "mistral" ? "llama" : s.architecture;
   GgufWriter w;
   w.set("general.architecture", arch);
   w.set("general.name", s.name);
-  w.set("general.file_type", file_type(dtype));
+  w.set("general.file_type", dtype.file_type());
   w.set(arch + ".context_length", uint64_t(s.max_seq_len));
   w.set(arch + ".embedding_length", uint64_t(s.dim));
   w.set(arch + ".block_count", uint64_t(s.num_layers));
@@ -244,15 +231,16 @@ GgufWriter make_writer(const ModelShape& s, kernels::DType dtype, uint64_t seed,
 
 }  // namespace
 
-void for_each_random_tensor(const ModelShape& s, kernels::DType dtype, uint64_t seed,
+void for_each_random_tensor(const ModelShape& s, const WeightTypes& types, uint64_t seed,
                             const std::function<void(RandomTensor)>& add) {
-  check_shape(s, dtype);
+  check_shape(s);
   const int head_dim = s.head_size();
   const int q_dim = s.num_q_heads * head_dim;
   const int kv_dim = s.num_kv_heads * head_dim;
   const uint64_t seed_key = splitmix64(seed);
   // A weight [rows (out), cols (in)]: GGUF ne = {cols, rows}.
   auto matrix = [&](const std::string& name, int64_t rows, int64_t cols, float std) {
+    const kernels::DType dtype = types.matrix_dtype(name, s.num_layers, cols);
     const RandomMatrix m{splitmix64(seed_key ^ fnv1a(name)), std, rows, cols, dtype};
     add({name, {cols, rows}, dtype, [m](uint8_t* dst) { m.write(dst); }});
   };
@@ -373,12 +361,12 @@ const ModelShape* find_preset(const std::string& name) {
   return nullptr;
 }
 
-void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+void write_random_model(const std::string& path, const ModelShape& shape, const WeightTypes& dtype, uint64_t seed,
                         const RealVocab* vocab) {
   make_writer(shape, dtype, seed, vocab).write_file(path);
 }
 
-std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed) {
+std::vector<uint8_t> random_model_gguf(const ModelShape& shape, const WeightTypes& dtype, uint64_t seed) {
   return make_writer(shape, dtype, seed, nullptr).write_memory();
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/weight_types.h"
 #include "kernels/dtype.h"
 
 namespace inflight::engine {
@@ -56,20 +57,21 @@ struct RealVocab {
   std::string chat_template;
 };
 
-// Writes a GGUF file of `shape` with weights of `dtype` (F32, F16, BF16 or Q8_0), seeded by `seed`,
-// streaming one tensor at a time. Norm weights are F32 ones; q/k norm weights (qwen3) F32 around 1, q/k/v
-// biases (qwen2) F32 with std 0.5; Llama 3 rope scaling adds rope_freqs.weight, as llama.cpp's converter. Element i of a tensor depends only on
-// (seed, tensor name, i), so the dtypes of one seed hold the same values up to rounding. Matrices are
-// uniform with std 1/sqrt(in features), the embedding with std 1 (1/sqrt(dim) when tied), so activations stay O(1).
-// Throws std::invalid_argument for an inconsistent shape (heads not dividing dim, vocab_size < 260,
-// Q8_0 with dim or ffn_dim not a multiple of 32), std::runtime_error on I/O errors.
+// Writes a GGUF file of `shape` with weights of `dtype` (one type, or a K-quant mix: weight_types.h), seeded
+// by `seed`, streaming one tensor at a time. Norm weights are F32 ones; q/k norm weights (qwen3) F32 around 1,
+// q/k/v biases (qwen2) F32 with std 0.5; Llama 3 rope scaling adds rope_freqs.weight, as llama.cpp's
+// converter. Element i of a tensor depends only on (seed, tensor name, i), so the dtypes of one seed hold the
+// same values up to rounding. Matrices are uniform with std 1/sqrt(in features), the embedding with std 1
+// (1/sqrt(dim) when tied), so activations stay O(1).
+// Throws std::invalid_argument for an inconsistent shape (heads not dividing dim, vocab_size < 260, a
+// block type whose block size does not divide a matrix's columns), std::runtime_error on I/O errors.
 // With `vocab`, the file carries that vocabulary as tokenizer.ggml.model = "gpt2" (tokens, token types,
 // merges, pre, BOS / EOS and whether they are added) and its chat template; only byte-level BPE tokenizers
 // whose pre-tokenizer GGUF names (gpt-2, llama-bpe, qwen2, smollm) can be written (std::invalid_argument).
-void write_random_model(const std::string& path, const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+void write_random_model(const std::string& path, const ModelShape& shape, const WeightTypes& dtype, uint64_t seed,
                         const RealVocab* vocab = nullptr);
 // The same, as bytes in memory.
-std::vector<uint8_t> random_model_gguf(const ModelShape& shape, kernels::DType dtype, uint64_t seed);
+std::vector<uint8_t> random_model_gguf(const ModelShape& shape, const WeightTypes& dtype, uint64_t seed);
 
 // The same model as a Hugging Face folder: config.json (LlamaForCausalLM), generation_config.json,
 // model.safetensors (F32, F16 or BF16 matrices, F32 norms; the values of the GGUF of the same seed, with
@@ -89,7 +91,7 @@ struct RandomTensor {
 };
 // Every tensor of the random model of `shape`, in file order (what the writers above and the Hugging Face
 // export stream). Throws std::invalid_argument for an inconsistent shape.
-void for_each_random_tensor(const ModelShape& shape, kernels::DType dtype, uint64_t seed,
+void for_each_random_tensor(const ModelShape& shape, const WeightTypes& types, uint64_t seed,
                             const std::function<void(RandomTensor)>& add);
 
 }  // namespace inflight::engine

@@ -27,6 +27,8 @@ constexpr uint32_t kNumGgufTypes = 13;
 
 // ggml_type numbers of the supported tensor types.
 constexpr uint32_t kGgmlF32 = 0, kGgmlF16 = 1, kGgmlQ8_0 = 8, kGgmlBF16 = 30;
+constexpr uint32_t kGgmlQ4_0 = 2, kGgmlQ4_1 = 3, kGgmlQ5_0 = 6, kGgmlQ5_1 = 7, kGgmlQ4_K = 12, kGgmlQ5_K = 13,
+                   kGgmlQ6_K = 14;
 
 std::string ggml_type_name(uint32_t t) {
   static const char* const names[] = {
@@ -44,6 +46,13 @@ std::optional<kernels::DType> dtype_of_ggml(uint32_t t) {
     case kGgmlF16: return kernels::DType::F16;
     case kGgmlQ8_0: return kernels::DType::Q8_0;
     case kGgmlBF16: return kernels::DType::BF16;
+    case kGgmlQ4_0: return kernels::DType::Q4_0;
+    case kGgmlQ4_1: return kernels::DType::Q4_1;
+    case kGgmlQ5_0: return kernels::DType::Q5_0;
+    case kGgmlQ5_1: return kernels::DType::Q5_1;
+    case kGgmlQ4_K: return kernels::DType::Q4_K;
+    case kGgmlQ5_K: return kernels::DType::Q5_K;
+    case kGgmlQ6_K: return kernels::DType::Q6_K;
     default: return std::nullopt;
   }
 }
@@ -54,6 +63,13 @@ uint32_t ggml_of_dtype(kernels::DType t) {
     case kernels::DType::F16: return kGgmlF16;
     case kernels::DType::BF16: return kGgmlBF16;
     case kernels::DType::Q8_0: return kGgmlQ8_0;
+    case kernels::DType::Q4_0: return kGgmlQ4_0;
+    case kernels::DType::Q4_1: return kGgmlQ4_1;
+    case kernels::DType::Q5_0: return kGgmlQ5_0;
+    case kernels::DType::Q5_1: return kGgmlQ5_1;
+    case kernels::DType::Q4_K: return kGgmlQ4_K;
+    case kernels::DType::Q5_K: return kGgmlQ5_K;
+    case kernels::DType::Q6_K: return kGgmlQ6_K;
   }
   throw std::invalid_argument("GgufWriter: unknown dtype");
 }
@@ -199,10 +215,11 @@ class GgufParser {
       const auto dtype = dtype_of_ggml(type);
       if (!dtype)
         r.fail("unsupported ggml tensor type " + std::to_string(type) + " (" + ggml_type_name(type) +
-               "); supported: F32, F16, BF16, Q8_0");
+               "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K");
       t.dtype = *dtype;
-      if (t.dtype == kernels::DType::Q8_0 && t.ne[0] % kernels::kQ8BlockSize != 0)
-        r.fail("Q8_0 row of " + std::to_string(t.ne[0]) + " elements is not a multiple of 32");
+      if (t.ne[0] % kernels::block_size(t.dtype) != 0)
+        r.fail(ggml_type_name(type) + " row of " + std::to_string(t.ne[0]) + " elements is not a multiple of its block size " +
+               std::to_string(kernels::block_size(t.dtype)));
       const uint64_t offset = r.read<uint64_t>("tensor data offset");
       if (offset % alignment != 0)
         r.fail("data offset " + std::to_string(offset) + " is not a multiple of the alignment " +
@@ -592,8 +609,9 @@ void GgufWriter::add_tensor(const std::string& name, std::vector<int64_t> ne, ke
     throw std::invalid_argument("GgufWriter: tensor " + name + ": needs 1 to 4 dimensions");
   for (int64_t n : ne)
     if (n < 0) throw std::invalid_argument("GgufWriter: tensor " + name + ": negative dimension");
-  if (dtype == kernels::DType::Q8_0 && ne[0] % kernels::kQ8BlockSize != 0)
-    throw std::invalid_argument("GgufWriter: tensor " + name + ": Q8_0 needs ne[0] % 32 == 0");
+  if (ne[0] % kernels::block_size(dtype) != 0)
+    throw std::invalid_argument("GgufWriter: tensor " + name + ": " + std::string(kernels::dtype_name(dtype)) +
+                                " needs ne[0] % " + std::to_string(kernels::block_size(dtype)) + " == 0");
   for (const Tensor& t : tensors_)
     if (t.name == name) throw std::invalid_argument("GgufWriter: duplicate tensor " + name);
   ggml_of_dtype(dtype);

@@ -91,7 +91,8 @@ class GgufWriter {
   void set(const std::string& key, GgufValue value, GgufType type);
   // ne in GGML order (ne[0] fastest), 1 to 4 dims. fill(dst) writes row_bytes(dtype, ne[0]) * rows
   // bytes; it runs once per write_file / write_memory call, when that tensor's turn comes. Throws
-  // std::invalid_argument for a duplicate name, a bad shape, or Q8_0 with ne[0] % 32 != 0.
+  // std::invalid_argument for a duplicate name, a bad shape, or a block type with ne[0] not a multiple of its
+  // block size (32, or 256 for the K-quants).
   void add_tensor(const std::string& name, std::vector<int64_t> ne, kernels::DType dtype,
                   std::function<void(uint8_t* dst)> fill);
   // Writes path + ".tmp", then renames it over path. Throws std::runtime_error naming path on I/O error.

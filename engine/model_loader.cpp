@@ -57,15 +57,8 @@ std::vector<float> to_floats(const TensorRef& t, int64_t n) {
         out[size_t(i)] = t.dtype == kernels::DType::F16 ? kernels::f16_to_f32(h) : kernels::bf16_to_f32(h);
       }
       break;
-    case kernels::DType::Q8_0:
-      for (int64_t b = 0; b < n / kernels::kQ8BlockSize; ++b) {
-        const uint8_t* block = t.data + b * kernels::kQ8BlockBytes;
-        uint16_t d;
-        std::memcpy(&d, block, 2);
-        const float scale = kernels::f16_to_f32(d);
-        for (int i = 0; i < kernels::kQ8BlockSize; ++i)
-          out[size_t(b * kernels::kQ8BlockSize + i)] = scale * float(int8_t(block[2 + i]));
-      }
+    default:  // the block formats (the reader checked n against the block size)
+      kernels::dequantize_row(t.dtype, t.data, out.data(), n);
       break;
   }
   return out;

@@ -23,9 +23,10 @@ const char* safetensors_dtype(kernels::DType t) {
     case kernels::DType::F32: return "F32";
     case kernels::DType::F16: return "F16";
     case kernels::DType::BF16: return "BF16";
-    case kernels::DType::Q8_0: break;
+    default: break;
   }
-  throw std::invalid_argument("--dtype q8_0: a Hugging Face folder holds f32, f16 or bf16 weights");
+  throw std::invalid_argument("--dtype " + std::string(kernels::dtype_name(t)) +
+                              ": a Hugging Face folder holds f32, f16 or bf16 weights");
 }
 
 // GGUF tensor name -> Hugging Face name.

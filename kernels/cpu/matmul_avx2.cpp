@@ -1,9 +1,11 @@
 // AVX2 + FMA + F16C matmul. Compiled with -mavx2 -mfma -mf16c; reached only when active_isa() is Avx2.
 // Float weights: one 8-lane f32 accumulator per output, fed in column order (8-column steps, a
-// zero-padded last step), then a fixed-order horizontal sum. Q8_0: matmul_q8_int8.h.
+// zero-padded last step), then a fixed-order horizontal sum. Q8_0: matmul_q8_int8.h; Q4_0 .. Q6_K:
+// matmul_quant_int8.h.
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_q8_int8.h"
+#include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiling.h"
 
 namespace inflight::kernels::cpu {
@@ -115,6 +117,7 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::F16: run_tiled<Avx2Kernel<DType::F16>>(a, row_begin, row_end); return;
     case DType::BF16: run_tiled<Avx2Kernel<DType::BF16>>(a, row_begin, row_end); return;
     case DType::Q8_0: run_tiled<Q8Int8Kernel<MaddubsDot, 16>>(a, row_begin, row_end); return;
+    default: run_quant<MaddubsU8Dot, 16>(a, row_begin, row_end); return;
   }
 }
 

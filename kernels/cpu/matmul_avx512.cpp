@@ -1,6 +1,6 @@
 // AVX-512 (F/BW/VL/DQ) + F16C matmul. Compiled with -mavx512f etc.; reached only when active_isa() is
 // Avx512. Float weights: one 16-lane f32 accumulator per output, fed in column order (16-column
-// steps, a masked last step), then a fixed-order horizontal sum. Q8_0: matmul_q8_int8.h.
+// steps, a masked last step), then a fixed-order horizontal sum. Q8_0: matmul_q8_int8.h; Q4_0 .. Q6_K: matmul_quant_int8.h.
 
 // GCC 12 reports the _mm*_undefined_*() operands inside its own AVX-512 intrinsics as uninitialised
 // (fixed in later GCCs); the warnings are noise.
@@ -9,6 +9,7 @@
 #include <immintrin.h>
 
 #include "kernels/cpu/matmul_q8_int8.h"
+#include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_tiling.h"
 
 namespace inflight::kernels::cpu {
@@ -114,6 +115,7 @@ void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
     case DType::F16: run_tiled<Avx512Kernel<DType::F16>>(a, row_begin, row_end); return;
     case DType::BF16: run_tiled<Avx512Kernel<DType::BF16>>(a, row_begin, row_end); return;
     case DType::Q8_0: run_tiled<Q8Int8Kernel<MaddubsDot, 32>>(a, row_begin, row_end); return;
+    default: run_quant<MaddubsU8Dot, 32>(a, row_begin, row_end); return;
   }
 }
 

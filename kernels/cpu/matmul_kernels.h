@@ -22,24 +22,43 @@ struct MatmulArgs {
   const float* x = nullptr;    // [num_tokens, cols]
   float* y = nullptr;          // [num_tokens, rows]
   int64_t num_tokens = 0;
-  // Q8_0 only: x quantised by quantize_activations_q8_0, one row per token.
-  const int8_t* xq = nullptr;  // [num_tokens, cols]
-  const float* xd = nullptr;   // [num_tokens, cols / 32] block scales
+  // Quantised types only: x quantised per block by quantize_activations (one row per token), blocks
+  // of 32 for Q8_0 and Q4_0 .. Q5_1, of 256 for the K-quants.
+  const int8_t* xq = nullptr;   // [num_tokens, cols]
+  const float* xd = nullptr;    // [num_tokens, cols / activation_block_size(dtype)] block scales
+  const int16_t* xs = nullptr;  // [num_tokens, cols / 16] sums of xq over each 16 (not for Q8_0)
+  // Q4_0 .. Q5_1: xd holds the scales rounded to f16, and xm [num_tokens, cols / 32] the f32 scale times
+  // the block's sum of xq, rounded to f16 (llama.cpp's Q8_0 / Q8_1 blocks store d and s so).
+  const float* xm = nullptr;
 };
+
+// Weights per activation block of a quantised weight type: 256 for the K-quants (as llama.cpp's Q8_K),
+// else 32 (Q8_0).
+inline int activation_block_size(DType t) { return is_kquant(t) ? 256 : 32; }
 
 // Quantises one activation row for the Q8_0 integer dot products: per block of 32, d = amax / 127 (f32),
 // q = x * (1 / d) rounded to nearest even, so |q| <= 127. n: a multiple of 32.
 void quantize_activations_q8_0(const float* x, int64_t n, int8_t* q, float* d);
 
+// For Q4_0 .. Q6_K: blocks of `block` weights as llama.cpp quantises them (matmul.cpp), plus s[n / 16]: sums
+// of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the
+// block's sum of q, rounded to f16; block 256: m is unused.
+void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m);
+
 // Computes y[t, r] for r in [row_begin, row_end), t < num_tokens:
 //   F32 / F16 / BF16: sum_c W[r, c] * x[t, c];
 //   Q8_0: sum_b (dw[r, b] * xd[t, b]) * (sum_{i < 32} qw[r, b, i] * xq[t, b, i]), the inner sum exact in
 //   int32 (llama.cpp's q8_0 x q8_0 dot; the activation rounding is the only loss against f32 math).
+//   Q4_0 .. Q6_K: the integer dot products of llama.cpp's vec_dot for the type, exact in int32, then
+//   combined with the block scales in one float expression per block (matmul_quant_formula.h), so
+//   every ISA computes the same bits for these types.
 // Within one ISA the summation order of each y[t, r] depends only on cols (batch invariance).
 void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
+// Q4_0 .. Q6_K part of matmul_rows_scalar (matmul_quant_scalar.cpp).
+void matmul_rows_quant_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
-// Q8_0 only, with AVX-512 VNNI (vpdpbusd); same results as matmul_rows_avx512.
+// Quantised types only, with AVX-512 VNNI (vpdpbusd); same results as matmul_rows_avx512.
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 
 }  // namespace inflight::kernels::cpu

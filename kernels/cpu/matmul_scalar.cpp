@@ -1,6 +1,7 @@
 // The scalar matmul: always compiled, defines the semantics the SIMD versions approximate.
 //   F32 / F16 / BF16: y[t, r] = sum over c in increasing order of W[r, c] * x[t, c], one f32 accumulator.
 //   Q8_0: y[t, r] = sum over blocks b in increasing order of (dw * xd) * float(exact int32 block dot).
+//   Q4_0 .. Q6_K: matmul_quant_scalar.cpp.
 #include <cstring>
 #include <vector>
 
@@ -36,6 +37,10 @@ void matmul_rows_q8_0(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.dtype == DType::Q8_0) {
     matmul_rows_q8_0(a, row_begin, row_end);
+    return;
+  }
+  if (is_kquant(a.dtype) || is_legacy_quant(a.dtype)) {
+    matmul_rows_quant_scalar(a, row_begin, row_end);
     return;
   }
   thread_local std::vector<float> row;  // [cols] the weight row in f32

@@ -39,11 +39,16 @@ TEST_SUITE("cli") {
 
   TEST_CASE("make-model writes a loadable GGUF for every weight dtype and shape override") {
     inflight::test::TempDir dir("cli");
-    for (const char* dtype : {"f32", "f16", "bf16", "q8_0"}) {
+    // tiny's hidden size 128 takes the 32-block types; the K-quants get a 256-wide shape (q4_k_m also runs
+    // on 128, all fallbacks).
+    for (const char* dtype : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k_m", "q4_k", "q5_k",
+                              "q6_k", "q5_k_m"}) {
       const std::string dtype_name = dtype;
       CAPTURE(dtype_name);
+      const bool wide = dtype_name == "q4_k" || dtype_name == "q5_k" || dtype_name == "q6_k" || dtype_name == "q5_k_m";
       const std::string path = dir / (std::string("m-") + dtype + ".gguf");
-      const CommandResult r = run(std::string("make-model --preset tiny --layers 2 --vocab 300 --dtype ") + dtype + " -o " + path);
+      const CommandResult r = run(std::string("make-model --preset tiny --layers 2 --vocab 300 --dtype ") + dtype +
+                                  (wide ? " --dim 256 --ffn 512" : "") + " -o " + path);
       REQUIRE(r.status == 0);
       const inflight::engine::LoadedModel m = inflight::engine::load_model(path);
       CHECK(m.weights.config.num_layers == 2);
@@ -105,6 +110,12 @@ TEST_SUITE("cli") {
     r = run("make-model --tokenizer /nonexistent/tok");
     CHECK(r.status == 1);
     CHECK(r.output.find("/nonexistent/tok") != std::string::npos);
+    r = run("make-model --dtype q4_k");  // tiny: hidden size 128
+    CHECK(r.status == 1);
+    CHECK(r.output.find("token_embd.weight has 128 columns, not a multiple of the q4_k block size 256") != std::string::npos);
+    r = run("make-model --dtype q3_k");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("q3_k") != std::string::npos);
     r = run("make-model --format onnx");
     CHECK(r.status == 1);
     CHECK(r.output.find("onnx") != std::string::npos);

@@ -255,6 +255,47 @@ TEST_CASE("gguf stories260K opens with its 48 F32 tensors") {
   CHECK(g.find_tensor("blk.0.ffn_gate.weight")->ne == std::vector<int64_t>{64, 172});
 }
 
+TEST_CASE("gguf tensors of Q4_0 .. Q6_K round-trip, and each cut inside a block names the tensor") {
+  using kernels::block_size;
+  using kernels::row_bytes;
+  test::TempDir dir("gguf-quant");
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    CAPTURE(kernels::dtype_name(t));
+    const int64_t cols = 2 * block_size(t);
+    std::vector<float> values(size_t(3 * cols));
+    for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(float(i) * 0.37f);
+    std::vector<uint8_t> quantized(size_t(3 * row_bytes(t, cols)));
+    kernels::quantize_row(t, values.data(), quantized.data(), 3 * cols);
+    GgufWriter w;
+    w.set("general.architecture", std::string("llama"));
+    w.add_tensor("blk.0.ffn_down.weight", {cols, 3}, t,
+                 [&](uint8_t* dst) { std::memcpy(dst, quantized.data(), quantized.size()); });
+    const auto shared = std::make_shared<const std::vector<uint8_t>>(w.write_memory());
+    const std::vector<uint8_t>& bytes = *shared;
+    const GgufFile g = GgufFile::from_memory(shared, "mem.gguf");
+    const auto* q = g.find_tensor("blk.0.ffn_down.weight");
+    REQUIRE(q != nullptr);
+    CHECK(q->dtype == t);
+    CHECK(q->nbytes == int64_t(quantized.size()));
+    CHECK(std::memcmp(q->data, quantized.data(), quantized.size()) == 0);
+    // Cut inside the last block, and inside the first: a LoadError naming the tensor.
+    const size_t data_end = size_t(q->data - bytes.data()) + quantized.size();
+    for (size_t len : {data_end - 1, data_end - size_t(kernels::block_bytes(t) / 2), data_end - quantized.size() + 1}) {
+      CAPTURE(len);
+      const std::string msg = open_error(dir, "cut.gguf", std::vector<uint8_t>(bytes.begin(), bytes.begin() + long(len)));
+      CHECK_MESSAGE(test::contains(msg, "blk.0.ffn_down.weight"), msg);
+      CHECK_MESSAGE(test::contains(msg, "truncated"), msg);
+    }
+    // A row that is not a whole number of blocks.
+    auto bad = bytes;
+    test::poke<int64_t>(bad, test::tensor_info_offsets(bad, "blk.0.ffn_down.weight", 2).ne, cols - 16);
+    const std::string msg = open_error(dir, "row.gguf", bad);
+    CHECK_MESSAGE(test::contains(msg, "blk.0.ffn_down.weight"), msg);
+    CHECK_MESSAGE(test::contains(msg, "multiple of its block size " + std::to_string(block_size(t))), msg);
+    CHECK_THROWS_AS(w.add_tensor("bad", {cols - 16}, t, [](uint8_t*) {}), std::invalid_argument);
+  }
+}
+
 TEST_CASE("gguf truncated at any length is a LoadError naming the file") {
   test::TempDir dir("gguf-trunc");
   const auto small = small_writer().write_memory();
@@ -294,7 +335,7 @@ TEST_CASE("gguf corrupted headers are LoadErrors naming the file and the key or 
     }
   }
   SUBCASE("unknown or unsupported tensor types name the tensor and the type number") {
-    for (uint32_t type : {2u, 12u, 28u, 99u}) {
+    for (uint32_t type : {10u, 11u, 28u, 99u}) {
       auto b = good;
       test::poke<uint32_t>(b, test::tensor_info_offsets(b, "tensor_f32", 2).type, type);
       const std::string msg = open_error(dir, "t.gguf", b);

@@ -99,6 +99,8 @@ TestWeights make_weights(DType dtype, const std::vector<float>& values, int64_t 
         }
       }
       break;
+    default:  // the other block formats: test_matmul_quant.cpp
+      FAIL("make_weights: unsupported dtype");
   }
   return w;
 }
