@@ -178,7 +178,10 @@ void run_bench(const BenchFlags& f) {
   const client::GoodputSlo slo = f.goodput.empty() ? client::GoodputSlo{} : client::parse_goodput(f.goodput);
 
   std::vector<client::BenchPrompt> prompts;
-  if (!f.dataset.empty()) {
+  if (f.dataset.rfind(client::kMixedDatasetPrefix, 0) == 0) {
+    prompts = client::mixed_prompts(f.dataset, f.num_prompts, f.vocab_size, options.api == client::ApiKind::Chat, f.seed);
+    options.ignore_eos = true;  // like random prompts: exactly each class's output length
+  } else if (!f.dataset.empty()) {
     prompts = client::load_jsonl_prompts(f.dataset, f.num_prompts, f.output_len, f.seed);
     options.ignore_eos = f.ignore_eos;
   } else {
@@ -269,7 +272,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--max-concurrency", flags->max_concurrency, "Requests in flight at most (0 = no limit)")
       ->capture_default_str();
   cmd->add_option("--dataset", flags->dataset,
-                  "JSONL file: {\"prompt\": text or token ids, \"output_len\": N} per line (default: random prompts)");
+                  "JSONL file: {\"prompt\": text or token ids, \"output_len\": N} per line; or a mix of random "
+                  "prompts, mixed:INxOUT[:WEIGHT],... (e.g. mixed:1500x32:1,64x128:3) (default: random prompts)");
   cmd->add_option("--input-len", flags->input_len, "Random prompts: tokens per prompt")->capture_default_str();
   cmd->add_option("--output-len", flags->output_len, "Tokens to generate (max_tokens) per request")
       ->capture_default_str();

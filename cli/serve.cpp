@@ -120,11 +120,15 @@ void load(const ServerConfig& config, ServedModel* served) {
   engine::EngineConfig engine_config;
   engine_config.max_num_seqs = config.max_num_seqs;
   engine_config.max_num_batched_tokens = config.max_num_batched_tokens;
+  engine_config.max_step_ms = config.max_step_ms;
   engine_config.max_model_len = max_model_len;
   engine_config.max_queue = config.max_queue;
   engine_config.enable_prefix_caching = config.enable_prefix_caching;
   // NOTE: a test hook: slows every step, so that tests can stop a stream or watch /v1/status mid-generation.
   if (const char* delay = std::getenv("INFLIGHT_DEBUG_STEP_DELAY_MS")) engine_config.debug_step_delay_ms = std::atoi(delay);
+  // NOTE: a test hook: the step cost the scheduler plans with ("fixed,prefill_token,decode_seq,attention_kpair"
+  // ms), instead of the one learned from measured steps, so that tests of the step budget do not depend on time.
+  if (const char* cost = std::getenv("INFLIGHT_DEBUG_STEP_COST")) engine_config.fixed_step_cost = engine::parse_step_cost(cost);
   // NOTE: a test hook: the engine step of this number throws an EngineFault and the engine thread stops.
   if (const char* step = std::getenv("INFLIGHT_DEBUG_ENGINE_FAULT_AT_STEP"))
     engine_config.debug_fault_at_step = std::strtoull(step, nullptr, 10);
@@ -257,6 +261,9 @@ void add_serve_command(CLI::App& app) {
                                                "Sequences per engine step (default 64)");
   add_flag_option<&ServerConfig::max_num_batched_tokens>(cmd, *flags, "--max-num-batched-tokens",
                                                          v.max_num_batched_tokens, "Tokens per engine step (default 2048)");
+  add_flag_option<&ServerConfig::max_step_ms>(cmd, *flags, "--max-step-ms", v.max_step_ms,
+                                              "Target ms of a step while sequences decode: prompt chunks are cut to "
+                                              "fit (0 = off; default 150)");
   add_flag_option<&ServerConfig::max_model_len>(cmd, *flags, "--max-model-len", v.max_model_len,
                                                 "Prompt + generated tokens per sequence (default: the model's context)");
   add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,

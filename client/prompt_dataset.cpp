@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <fstream>
 #include <random>
 #include <stdexcept>
@@ -81,6 +82,72 @@ std::vector<BenchPrompt> random_token_prompts(int num_prompts, int input_len, in
     p.prompt_len = input_len;
     p.output_len = output_len;
   }
+  return out;
+}
+
+std::vector<BenchPrompt> mixed_prompts(const std::string& spec, int num_prompts, int vocab_size, bool chat,
+                                       uint64_t seed) {
+  const std::string prefix = kMixedDatasetPrefix;
+  if (spec.rfind(prefix, 0) != 0) throw std::invalid_argument("--dataset " + spec + ": a mix starts with " + prefix);
+  struct Class {
+    int input_len = 0, output_len = 0;
+    double weight = 1;
+  };
+  std::vector<Class> classes;
+  const std::string list = spec.substr(prefix.size());
+  size_t start = 0;
+  while (start <= list.size()) {
+    const size_t end = std::min(list.find(',', start), list.size());
+    const std::string item = list.substr(start, end - start);
+    const std::string bad = "--dataset " + spec + ": '" + item + "' is not INPUTxOUTPUT[:WEIGHT] with positive numbers";
+    Class c;
+    size_t used = 0;
+    try {
+      c.input_len = std::stoi(item, &used);
+      if (used >= item.size() || item[used] != 'x') throw std::invalid_argument(bad);
+      size_t more = 0;
+      c.output_len = std::stoi(item.substr(used + 1), &more);
+      used += 1 + more;
+      if (used < item.size()) {
+        if (item[used] != ':') throw std::invalid_argument(bad);
+        size_t w = 0;
+        c.weight = std::stod(item.substr(used + 1), &w);
+        used += 1 + w;
+      }
+    } catch (const std::exception&) {
+      throw std::invalid_argument(bad);
+    }
+    if (used != item.size() || c.input_len < 1 || c.output_len < 1 || !(c.weight > 0) || !std::isfinite(c.weight))
+      throw std::invalid_argument(bad);
+    classes.push_back(c);
+    start = end + 1;
+  }
+  // Largest remainder: each class gets floor(share), the largest fractions one more.
+  double total = 0;
+  for (const Class& c : classes) total += c.weight;
+  std::vector<int> counts(classes.size());
+  std::vector<std::pair<double, size_t>> fractions;
+  int assigned = 0;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    const double share = num_prompts * classes[i].weight / total;
+    counts[i] = int(std::floor(share));
+    assigned += counts[i];
+    fractions.push_back({share - counts[i], i});
+  }
+  std::stable_sort(fractions.begin(), fractions.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (size_t k = 0; assigned < num_prompts; ++k, ++assigned) ++counts[fractions[k % fractions.size()].second];
+
+  std::vector<BenchPrompt> out;
+  for (size_t i = 0; i < classes.size(); ++i) {
+    if (counts[i] == 0) continue;
+    const uint64_t class_seed = seed * 1000003 + i;
+    std::vector<BenchPrompt> some =
+        chat ? random_word_prompts(counts[i], classes[i].input_len, classes[i].output_len, class_seed)
+             : random_token_prompts(counts[i], classes[i].input_len, classes[i].output_len, vocab_size, class_seed);
+    for (BenchPrompt& p : some) out.push_back(std::move(p));
+  }
+  std::mt19937_64 rng(seed);
+  std::shuffle(out.begin(), out.end(), rng);
   return out;
 }
 

@@ -26,6 +26,16 @@ inline constexpr int kFirstRandomTokenId = 3;
 std::vector<BenchPrompt> random_token_prompts(int num_prompts, int input_len, int output_len, int vocab_size,
                                               uint64_t seed);
 
+// A mix of random prompt shapes: `spec` is "mixed:" then comma-separated classes "INPUTxOUTPUT" with an
+// optional ":WEIGHT" (default 1), e.g. "mixed:1500x32:1,64x128:3" (a quarter long prompts with short
+// outputs, the rest short prompts with long outputs). Each class gets its share of `num_prompts` (largest
+// remainder, so 48 prompts at 1:3 are exactly 12 and 36), in an order shuffled by `seed`; prompts are
+// random token ids as random_token_prompts makes them, or for `chat` random words. Throws
+// std::invalid_argument naming the bad class.
+inline constexpr const char* kMixedDatasetPrefix = "mixed:";
+std::vector<BenchPrompt> mixed_prompts(const std::string& spec, int num_prompts, int vocab_size, bool chat,
+                                       uint64_t seed);
+
 // Chat messages of `input_len` random common English words (the server's token count differs and is the
 // one reported).
 std::vector<BenchPrompt> random_word_prompts(int num_prompts, int input_len, int output_len, uint64_t seed);

@@ -16,6 +16,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_NO_WEBUI=--no-webui
   INFLIGHT_MAX_NUM_SEQS=--max-num-seqs
   INFLIGHT_MAX_NUM_BATCHED_TOKENS=--max-num-batched-tokens
+  INFLIGHT_MAX_STEP_MS=--max-step-ms
   INFLIGHT_MAX_MODEL_LEN=--max-model-len
   INFLIGHT_KV_CACHE_DTYPE=--kv-cache-dtype
   INFLIGHT_KV_QUANT_GROUP=--kv-quant-group

@@ -57,11 +57,18 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, Eng
       tokenizer_(tokenizer),
       kv_(kv),
       config_(config),
-      scheduler_({config.max_num_seqs, config.max_num_batched_tokens, config.enable_prefix_caching}, kv) {
+      scheduler_({.max_num_seqs = config.max_num_seqs,
+                  .max_num_batched_tokens = config.max_num_batched_tokens,
+                  .enable_prefix_caching = config.enable_prefix_caching,
+                  .max_step_ms = config.max_step_ms},
+                 kv) {
   if (config_.max_model_len <= 0 || config_.max_model_len > model.config().max_seq_len)
     config_.max_model_len = model.config().max_seq_len;
   stats_.kv_blocks_total = kv.config().num_blocks;
   block_states_.assign(size_t(kv.config().num_blocks), cache::BlockState::Free);
+  if (config_.fixed_step_cost) scheduler_.set_step_cost(*config_.fixed_step_cost);
+  stats_.step_cost = scheduler_.step_cost();
+  stats_.max_step_ms = config_.max_step_ms;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -284,6 +291,10 @@ void Engine::step() {
   model_.forward(out.batch, kv_, logits_.data());
   scheduler_.on_step_done(out);
   process_outputs(out);
+  // The whole step (schedule -> forward -> sample -> emit) is what a decoding stream waits between tokens.
+  step_cost_model_.observe(step_shape(out.batch),
+                           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count());
+  if (!config_.fixed_step_cost) scheduler_.set_step_cost(step_cost_model_.cost());
 
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -293,6 +304,7 @@ void Engine::step() {
     stats_.num_preemptions = scheduler_.counters().preemptions;
     stats_.prefix_query_tokens = scheduler_.counters().prefix_query_tokens;
     stats_.prefix_hit_tokens = scheduler_.counters().prefix_hit_tokens;
+    stats_.step_cost = scheduler_.step_cost();
   }
   record_step(out, started);
   publish_block_states(/*force=*/requests_.empty());
@@ -310,6 +322,7 @@ void Engine::record_step(const SchedulerOutput& out, std::chrono::steady_clock::
   r.num_generation_tokens = b.num_tokens() - r.num_context_tokens;
   r.num_kv_blocks_used = kv_.pool().num_used();
   r.duration_seconds = std::chrono::duration<double>(r.finished_at - started).count();
+  r.predicted_seconds = out.predicted_ms / 1000.0;
   step_log_.record(r);
 }
 

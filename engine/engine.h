@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "engine/model.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
+#include "engine/step_cost.h"
 #include "engine/step_log.h"
 #include "engine/tokenizer.h"
 
@@ -26,6 +28,11 @@ struct EngineConfig {
   int max_model_len = 0;  // prompt + generated tokens per sequence; 0: the model's context length
   int max_queue = 1024;   // requests waiting to start; beyond it submit() throws QueueFullError
   bool enable_prefix_caching = true;
+  // Stall-free batching: while sequences decode, prompt chunks are cut so a step's predicted time stays
+  // under this many ms (the cost of a step is learned from the steps measured). 0: off.
+  double max_step_ms = 0;
+  // NOTE: a test hook: the step cost the scheduler plans with, instead of the learned one.
+  std::optional<StepCost> fixed_step_cost;
   int debug_step_delay_ms = 0;  // a test hook: the engine thread sleeps this long after every step
   // NOTE: a test hook: step number N (1-based) throws an EngineFault, which stops the engine thread.
   // 0: never.
@@ -65,6 +72,8 @@ struct EngineStats {
   uint64_t prompt_tokens = 0;     // computed prompt tokens (cache hits excluded)
   uint64_t generated_tokens = 0;
   uint64_t num_steps = 0;
+  double max_step_ms = 0;         // the step-time budget (EngineConfig); 0: off
+  StepCost step_cost;             // what the scheduler plans the next step with (learned or fixed)
   std::map<std::string, uint64_t> finished_by_reason;  // "stop", "length", "cancelled", "error"
 };
 
@@ -119,6 +128,7 @@ class Engine {
   cache::KvCache& kv_;
   EngineConfig config_;
   Scheduler scheduler_;
+  StepCostModel step_cost_model_;  // engine thread only
 
   // Owned by the engine thread.
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;

@@ -85,10 +85,52 @@ int Scheduler::match_prefix(Sequence* seq) {
   return matched * bs;
 }
 
+namespace {
+
+// A sequence in the generation phase: its one uncomputed token is the last one sampled.
+bool is_decoding(const Sequence* seq) { return seq->num_uncomputed() == 1 && seq->num_generated() > 0; }
+
+}  // namespace
+
+Scheduler::PrefillAllowance Scheduler::plan_allowance() const {
+  PrefillAllowance a;
+  if (config_.max_step_ms <= 0) return a;
+  StepShape decode;
+  for (const Sequence* seq : running_) {
+    if (!is_decoding(seq)) continue;
+    ++decode.num_decode_seqs;
+    decode.attention_kpairs += attention_kpairs(seq->num_computed, 1);
+  }
+  a.num_decode_left = decode.num_decode_seqs;
+  a.limited = decode.num_decode_seqs > 0 && step_cost_.known();
+  a.ms = config_.max_step_ms - step_cost_.predict_ms(decode);
+  return a;
+}
+
+int Scheduler::prefill_chunk(const Sequence* seq, int token_cap, const PrefillAllowance& a) const {
+  const int cap = std::min(seq->num_uncomputed(), token_cap);
+  if (cap <= 0 || !a.limited) return std::max(cap, 0);
+  // The largest chunk whose predicted cost fits what is left (the cost grows with n).
+  int lo = 0, hi = cap;
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    if (step_cost_.prefill_ms(seq->num_computed, mid) <= a.ms) lo = mid;
+    else hi = mid - 1;
+  }
+  if (!a.any_prefill) lo = std::max(lo, std::min(config_.min_prefill_chunk, cap));
+  return lo;
+}
+
 bool Scheduler::schedule(SchedulerOutput* out) {
   *out = SchedulerOutput{};
   int budget = config_.max_num_batched_tokens;
   bool preempted = false;
+  // Budget 0: no allowance limits prompt chunks and no tokens are held back for decoding sequences.
+  PrefillAllowance allowance = plan_allowance();
+  auto take_prefill = [&](const Sequence* seq, int n) {
+    allowance.ms -= step_cost_.prefill_ms(seq->num_computed, n);
+    allowance.any_prefill = true;
+  };
 
   // Running sequences first, oldest first.
   size_t i = 0;
@@ -102,7 +144,16 @@ bool Scheduler::schedule(SchedulerOutput* out) {
     int need_tokens = 0;
     for (size_t j = i; j < group_end; ++j) need_tokens += running_[j]->num_uncomputed();
     if (whole && (need_tokens > budget || int(out->seqs.size() + (group_end - i)) > config_.max_num_seqs)) break;
-    const int num_tokens = whole ? 0 : std::min(seq->num_uncomputed(), budget);
+    const bool decoding = !whole && is_decoding(seq);
+    int num_tokens = 0;
+    if (!whole) {
+      num_tokens = decoding ? std::min(seq->num_uncomputed(), budget)
+                            : prefill_chunk(seq, budget - allowance.num_decode_left, allowance);
+      if (num_tokens == 0) {  // out of step time: the prompt goes on next step, decoders still run
+        i = group_end;
+        continue;
+      }
+    }
 
     bool ok = true;
     for (size_t j = i; j < group_end && ok; ++j) {
@@ -122,6 +173,8 @@ bool Scheduler::schedule(SchedulerOutput* out) {
     for (size_t j = i; j < group_end; ++j) {
       Sequence* s = running_[j];
       const int n = whole ? s->num_uncomputed() : num_tokens;
+      if (is_decoding(s)) allowance.num_decode_left = std::max(0, allowance.num_decode_left - 1);
+      else take_prefill(s, n);
       out->seqs.push_back({s, n, s->num_computed + n == int(s->tokens.size())});
       budget -= n;
     }
@@ -133,8 +186,8 @@ bool Scheduler::schedule(SchedulerOutput* out) {
          int(running_.size()) < config_.max_num_seqs) {
     Sequence* seq = waiting_.front();
     const int matched = match_prefix(seq);
-    const int n = std::min(seq->num_uncomputed(), budget);
-    if (!allocate(seq, n)) {  // later: blocks free up as others finish
+    const int n = prefill_chunk(seq, budget - allowance.num_decode_left, allowance);
+    if (n == 0 || !allocate(seq, n)) {  // later: step time left next step, or blocks freed by others
       seq->table.release(kv_.pool());
       seq->num_computed = 0;
       seq->num_cached_blocks = 0;
@@ -145,6 +198,7 @@ bool Scheduler::schedule(SchedulerOutput* out) {
       counters_.prefix_hit_tokens += uint64_t(matched);
       if (seq->index == 0 && !seq->request->forked) seq->request->usage.cached_tokens = matched;
     }
+    take_prefill(seq, n);
     waiting_.pop_front();
     running_.push_back(seq);
     out->seqs.push_back({seq, n, seq->num_computed + n == int(seq->tokens.size())});
@@ -153,6 +207,7 @@ bool Scheduler::schedule(SchedulerOutput* out) {
 
   if (out->seqs.empty()) return false;
   build_batch(out);
+  if (step_cost_.known()) out->predicted_ms = step_cost_.predict_ms(step_shape(out->batch));
   return true;
 }
 

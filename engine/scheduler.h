@@ -3,6 +3,12 @@
 // waiting ones. There is no prefill or decode mode: chunked prefill is scheduling fewer tokens than a
 // sequence lacks. When blocks run out, the newest running sequence is preempted (its blocks freed; it
 // is recomputed later). The step goes out as one ScheduledBatch, context sequences first.
+//
+// With a step-time budget (max_step_ms > 0, Sarathi-Serve's stall-free batching), a step that carries
+// decoding sequences gives them their tokens first and cuts prompt chunks so that the step's predicted
+// time (a StepCost, learned by the engine or given by a test) stays under the budget; the first prompt
+// in line still gets at least min_prefill_chunk tokens, so no prompt starves. Steps with no decoding
+// sequence have no inter-token latency to protect and fill the token budget as before.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -11,6 +17,7 @@
 #include "cache/kv_cache.h"
 #include "engine/batch.h"
 #include "engine/sequence.h"
+#include "engine/step_cost.h"
 
 namespace inflight::engine {
 
@@ -18,6 +25,10 @@ struct SchedulerConfig {
   int max_num_seqs = 64;
   int max_num_batched_tokens = 2048;
   bool enable_prefix_caching = true;
+  // Target step time in ms while sequences decode (their inter-token latency); 0: no time budget.
+  double max_step_ms = 0;
+  // Prompt tokens a step computes at least while a prompt waits, whatever the time budget.
+  int min_prefill_chunk = 32;
 };
 
 struct ScheduledSeq {
@@ -30,6 +41,7 @@ struct SchedulerOutput {
   ScheduledBatch batch;
   std::vector<ScheduledSeq> seqs;  // in batch order
   std::vector<int> logits_owner;   // [batch.logits_rows.size()] index into seqs
+  double predicted_ms = 0;         // the step's time as the StepCost in use predicts it (0: none known)
 };
 
 struct SchedulerCounters {
@@ -56,12 +68,26 @@ class Scheduler {
   bool schedule(SchedulerOutput* out);
   // Advances num_computed of every scheduled sequence and registers newly full blocks.
   void on_step_done(const SchedulerOutput& out);
+  // The cost model the next schedule() plans with (the step-time budget).
+  void set_step_cost(const StepCost& cost) { step_cost_ = cost; }
+  const StepCost& step_cost() const { return step_cost_; }
 
   int num_running() const { return int(running_.size()); }
   int num_waiting() const { return int(waiting_.size()); }
   const SchedulerCounters& counters() const { return counters_; }
 
  private:
+  // What a step may still spend on prompt chunks under the step-time budget.
+  struct PrefillAllowance {
+    bool limited = false;      // the budget applies: it is on, the cost is known, sequences decode
+    double ms = 0;             // predicted ms left for prompt chunks
+    int num_decode_left = 0;   // decoding sequences not scheduled yet: tokens held back for them
+    bool any_prefill = false;  // a prompt chunk is in the step already (the minimum chunk was given)
+  };
+  PrefillAllowance plan_allowance() const;
+  // Tokens of the prompt (or recomputation) of `seq` for this step, at most `token_cap`; 0: none fit.
+  int prefill_chunk(const Sequence* seq, int token_cap, const PrefillAllowance& a) const;
+
   bool allocate(Sequence* seq, int num_tokens);
   void preempt(Sequence* victim);
   // Reuses cached blocks of the sequence's longest cached prefix; returns the tokens found, or -1
@@ -75,6 +101,7 @@ class Scheduler {
   std::deque<Sequence*> waiting_;
   std::vector<Sequence*> running_;  // admission order; beams of one request are consecutive
   SchedulerCounters counters_;
+  StepCost step_cost_;
 };
 
 }  // namespace inflight::engine

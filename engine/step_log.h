@@ -18,6 +18,7 @@ struct StepRecord {
   int num_generation_seqs = 0;
   int num_kv_blocks_used = 0;       // after the step
   double duration_seconds = 0;      // schedule -> forward -> sample -> emit
+  double predicted_seconds = 0;     // the duration the scheduler's step cost predicted; 0: none known
   std::chrono::steady_clock::time_point finished_at;
 };
 

@@ -31,6 +31,7 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("api_key", c.api_key);
   fn("max_num_seqs", c.max_num_seqs);
   fn("max_num_batched_tokens", c.max_num_batched_tokens);
+  fn("max_step_ms", c.max_step_ms);
   fn("max_model_len", c.max_model_len);
   fn("max_queue", c.max_queue);
   fn("kv_cache_dtype", c.kv_cache_dtype);
@@ -126,6 +127,7 @@ void validate(const ServerConfig& c) {
   require(c.port >= 0 && c.port <= 65535, "port must be in [0, 65535], got " + std::to_string(c.port));
   require(c.max_num_seqs >= 1, "max_num_seqs must be at least 1");
   require(c.max_num_batched_tokens >= 1, "max_num_batched_tokens must be at least 1");
+  require(c.max_step_ms >= 0 && std::isfinite(c.max_step_ms), "max_step_ms must be a finite number >= 0 (0: off)");
   require(c.max_model_len >= 0, "max_model_len must be >= 0 (0: the model's context)");
   require(c.max_queue >= 1, "max_queue must be at least 1");
   kernels::KvDType dtype;

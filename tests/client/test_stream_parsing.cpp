@@ -175,6 +175,42 @@ TEST_SUITE("bench stream parsing") {
     CHECK_THROWS_AS(random_token_prompts(1, 0, 1, 300, 0), std::invalid_argument);
   }
 
+  TEST_CASE("mixed datasets: exact shares of each shape, shuffled by the seed; bad classes are named") {
+    const auto p = mixed_prompts("mixed:1500x32:1,64x128:3", 48, 49152, false, 0);
+    REQUIRE(p.size() == 48);
+    int num_long = 0;
+    for (const BenchPrompt& x : p) {
+      const bool is_long = x.ids.size() == 1500;
+      num_long += is_long;
+      CHECK(x.prompt_len == int64_t(x.ids.size()));
+      CHECK(x.output_len == (is_long ? 32 : 128));
+      if (!is_long) CHECK(x.ids.size() == 64);
+      for (int32_t id : x.ids) CHECK((id >= kFirstRandomTokenId && id < 49152));
+    }
+    CHECK(num_long == 12);
+    // The long ones are spread over the run, not all first; the same seed gives the same order.
+    int long_in_first_half = 0;
+    for (size_t i = 0; i < 24; ++i) long_in_first_half += p[i].ids.size() == 1500;
+    CHECK((long_in_first_half > 0 && long_in_first_half < 12));
+    CHECK(mixed_prompts("mixed:1500x32:1,64x128:3", 48, 49152, false, 0)[7].ids == p[7].ids);
+    CHECK(mixed_prompts("mixed:1500x32:1,64x128:3", 48, 49152, false, 1)[7].ids != p[7].ids);
+    // Largest remainder: 10 at 1:1:1 is 4, 3, 3; a weight defaults to 1; chat prompts are words.
+    const auto three = mixed_prompts("mixed:5x1,6x1:1,7x1", 10, 100, false, 3);
+    int by_len[8] = {};
+    for (const BenchPrompt& x : three) ++by_len[x.ids.size()];
+    CHECK(by_len[5] == 4);
+    CHECK(by_len[6] == 3);
+    CHECK(by_len[7] == 3);
+    const auto chat = mixed_prompts("mixed:8x2", 2, 100, true, 0);
+    CHECK(chat[0].ids.empty());
+    CHECK(std::count(chat[0].text.begin(), chat[0].text.end(), ' ') == 7);
+    for (const char* bad : {"mixed:", "mixed:1500", "mixed:1500x", "mixed:0x5", "mixed:5x0", "mixed:5x5:0", "mixed:5x5:-1",
+                            "mixed:5x5,", "mixed:5y5", "mixed:5x5:1:2", "mixed:5x5 "}) {
+      CAPTURE(bad);
+      CHECK_THROWS_WITH_AS(mixed_prompts(bad, 4, 100, false, 0), doctest::Contains("--dataset"), std::invalid_argument);
+    }
+  }
+
   TEST_CASE("JSONL datasets: text or ids, per-line output_len, cycling; bad lines name file and line") {
     inflight::test::TempDir dir("bench-dataset");
     const std::string path = dir / "prompts.jsonl";

@@ -119,6 +119,52 @@ TEST_SUITE("engine") {
     run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 64}, 12, 8, true);
   }
 
+  TEST_CASE("the same under a step-time budget: prompts arriving while others decode are prefilled in chunks") {
+    Fixture& f = fixture();
+    const auto cases = sixteen_cases();
+    // Longer prompts for the late half: several of the eight prompts back to back (up to about 150 tokens).
+    std::vector<std::vector<int32_t>> late_prompts;
+    std::vector<std::vector<int32_t>> late_expected;
+    for (int i = 0; i < 8; ++i) {
+      std::vector<int32_t> p = f.tok.encode(kPrompts[i], true);
+      for (int j = 1; j <= i % 4 + 1; ++j)
+        for (int32_t t : f.tok.encode(std::string(" ") + kPrompts[(i + j) % 8], false)) p.push_back(t);
+      late_expected.push_back(f.alone(p, 24));
+      late_prompts.push_back(std::move(p));
+    }
+    std::vector<std::vector<int32_t>> early_expected;
+    for (size_t i = 0; i < 8; ++i) early_expected.push_back(f.alone(cases[i].prompt, 64));
+    // NOTE: every lone run before the engine starts: the compute pool serves one calling thread at a time.
+    auto kv = f.make_kv(256, 16);
+    engine::EngineConfig config{.max_num_seqs = 16, .max_num_batched_tokens = 512};
+    // ms: 1 per step, 0.1 per prompt token, 0.5 per decoding sequence: 8 streams leave 3 ms, 30 tokens.
+    config.max_step_ms = 8.0;
+    config.fixed_step_cost = engine::StepCost{1.0, 0.1, 0.5, 0.0};
+    config.debug_step_delay_ms = 1;  // the first eight are still decoding when the others arrive
+    engine::Engine eng(f.model, f.tok, *kv, config);
+    std::vector<test::Collector> early(8), late(8);
+    for (size_t i = 0; i < 8; ++i) eng.submit(early[i].attach(greedy_request(cases[i].prompt, 64)));
+    while (eng.stats().generated_tokens < 8 * 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (size_t i = 0; i < 8; ++i) eng.submit(late[i].attach(greedy_request(late_prompts[i], 24)));
+    for (size_t i = 0; i < 8; ++i) {
+      CAPTURE(i);
+      CHECK(early[i].wait().choices.at(0).tokens == early_expected[i]);
+      CHECK(late[i].wait().choices.at(0).tokens == late_expected[i]);
+    }
+    // Steps with decoding streams kept under the budget, except for a minimum chunk.
+    int num_mixed = 0;
+    for (const engine::StepRecord& r : eng.recent_steps()) {
+      if (r.num_generation_seqs == 0 || r.num_context_tokens == 0) continue;
+      ++num_mixed;
+      CAPTURE(r.step);
+      CHECK((r.predicted_seconds * 1000 <= 8.0 + 1e-9 || r.num_context_tokens <= 32));
+    }
+    MESSAGE(num_mixed << " steps with both prompt chunks and decoding streams");
+    CHECK(num_mixed >= 4);
+    eng.shutdown();
+    CHECK(kv->pool().num_free() == 256);
+  }
+
   TEST_CASE("cancellations at random steps and failing requests leave the pool free") {
     Fixture& f = fixture();
     auto kv = f.make_kv(64, 4);

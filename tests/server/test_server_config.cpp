@@ -36,6 +36,14 @@ TEST_SUITE("server config") {
     c = {};
     c.chat_template = "jinja";
     CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("chat_template"), std::invalid_argument);
+    c = {};
+    server::apply_json({{"max_step_ms", 12.5}}, "f.json", &c);
+    CHECK(c.max_step_ms == 12.5);
+    server::validate(c);
+    CHECK_THROWS_WITH_AS(server::apply_json({{"max_step_ms", "fast"}}, "f.json", &c), doctest::Contains("\"max_step_ms\""),
+                         std::invalid_argument);
+    c.max_step_ms = -1;
+    CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("max_step_ms"), std::invalid_argument);
   }
 
   TEST_CASE("memory sizes") {
