@@ -440,11 +440,14 @@ class Interpreter {
 }  // namespace
 
 std::string render(const Body& program, const Value& context) {
+  // Declared first, so it ends last: what the scopes leave alive (cycles) is emptied after they are gone.
+  ContainerArena arena;
   auto globals = std::make_shared<Scope>(nullptr);
   globals->vars = make_globals();
   auto top = std::make_shared<Scope>(globals);
+  // The template works on its own copy: it cannot change the caller's values or tie them into a cycle.
   if (context.is_object())
-    for (const auto& [k, v] : context.as_object().items) top->vars.set(k, v);
+    for (const auto& [k, v] : context.as_object().items) top->vars.set(k, deep_copy(v));
   Interpreter interp;
   std::string out;
   interp.exec(program, top, out);

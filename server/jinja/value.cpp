@@ -37,6 +37,88 @@ const Value* Args::named(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+thread_local ContainerArena* innermost_arena = nullptr;
+thread_local int value_depth = 0;
+
+// One level deeper into a list, dict or namespace (printing, comparing, copying, JSON).
+struct Nest {
+  Nest() {
+    if (++value_depth > kMaxValueDepth) {
+      --value_depth;
+      throw_render_error("a list, dict or namespace nested more than " + std::to_string(kMaxValueDepth) +
+                         " deep (one that holds itself?)");
+    }
+  }
+  ~Nest() { --value_depth; }
+  Nest(const Nest&) = delete;
+  Nest& operator=(const Nest&) = delete;
+};
+
+}  // namespace
+
+Value::Value(Array a) : v_(std::make_shared<Array>(std::move(a))) {
+  ContainerArena::track(std::get<std::shared_ptr<Array>>(v_));
+}
+
+Value::Value(Object o) : v_(std::make_shared<Object>(std::move(o))) {
+  ContainerArena::track(std::get<std::shared_ptr<Object>>(v_));
+}
+
+ContainerArena::ContainerArena() : outer_(innermost_arena) { innermost_arena = this; }
+
+ContainerArena::~ContainerArena() {
+  innermost_arena = outer_;
+  // Emptying a container may free others (their weak pointers expire); what stays alive loses its contents,
+  // and with them every cycle through it. The moved-out contents are destroyed after the lock is released.
+  for (const auto& w : arrays_)
+    if (std::shared_ptr<Array> a = w.lock()) Array().swap(*a);
+  for (const auto& w : objects_)
+    if (std::shared_ptr<Object> o = w.lock()) decltype(o->items)().swap(o->items);
+}
+
+void ContainerArena::track(const std::shared_ptr<Array>& a) {
+  if (ContainerArena* arena = innermost_arena) {
+    arena->arrays_.push_back(a);
+    if (arena->arrays_.size() + arena->objects_.size() >= arena->compact_at_) arena->compact();
+  }
+}
+
+void ContainerArena::track(const std::shared_ptr<Object>& o) {
+  if (ContainerArena* arena = innermost_arena) {
+    arena->objects_.push_back(o);
+    if (arena->arrays_.size() + arena->objects_.size() >= arena->compact_at_) arena->compact();
+  }
+}
+
+// Drops the records of containers already freed (a weak pointer keeps a make_shared block's memory), so
+// the arena holds about twice what is alive, not everything the render ever made.
+void ContainerArena::compact() {
+  std::erase_if(arrays_, [](const auto& w) { return w.expired(); });
+  std::erase_if(objects_, [](const auto& w) { return w.expired(); });
+  compact_at_ = std::max<size_t>(1024, 2 * (arrays_.size() + objects_.size()));
+}
+
+Value deep_copy(const Value& v) {
+  if (v.is_array()) {
+    Nest nest;
+    Array out;
+    out.reserve(v.as_array().size());
+    for (const Value& e : v.as_array()) out.push_back(deep_copy(e));
+    return Value(std::move(out));
+  }
+  if (v.is_object()) {
+    Nest nest;
+    Object out;
+    out.is_namespace = v.as_object().is_namespace;
+    out.items.reserve(v.as_object().items.size());
+    for (const auto& [k, e] : v.as_object().items) out.items.emplace_back(k, deep_copy(e));
+    return Value(std::move(out));
+  }
+  return v;
+}
+
 const void* Value::identity() const {
   if (is_array()) return &as_array();
   if (is_object()) return &as_object();
@@ -167,6 +249,7 @@ void json_value(std::string& out, const Value& v, const JsonFormat& f, int depth
     }
     case Value::Type::String: json_string(out, v.as_string(), f.ensure_ascii); return;
     case Value::Type::Array: {
+      Nest nest;
       const Array& a = v.as_array();
       out += '[';
       for (size_t i = 0; i < a.size(); ++i) {
@@ -179,6 +262,7 @@ void json_value(std::string& out, const Value& v, const JsonFormat& f, int depth
       return;
     }
     case Value::Type::Object: {
+      Nest nest;
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : v.as_object().items) items.push_back(&kv);
       if (f.sort_keys)
@@ -241,12 +325,14 @@ std::string Value::repr() const {
   switch (type()) {
     case Type::String: return quote_python(as_string());
     case Type::Array: {
+      Nest nest;
       std::string out = "[";
       const Array& a = as_array();
       for (size_t i = 0; i < a.size(); ++i) out += (i ? ", " : "") + a[i].repr();
       return out + "]";
     }
     case Type::Object: {
+      Nest nest;
       std::string out = as_object().is_namespace ? "<Namespace {" : "{";
       bool first = true;
       for (const auto& [k, v] : as_object().items) {
@@ -271,6 +357,7 @@ bool equals(const Value& a, const Value& b) {
     case Value::Type::None: return true;
     case Value::Type::String: return a.as_string() == b.as_string();
     case Value::Type::Array: {
+      Nest nest;
       const Array &x = a.as_array(), &y = b.as_array();
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i)
@@ -278,6 +365,7 @@ bool equals(const Value& a, const Value& b) {
       return true;
     }
     case Value::Type::Object: {
+      Nest nest;
       const Object &x = a.as_object(), &y = b.as_object();
       if (x.items.size() != y.items.size()) return false;
       for (const auto& [k, v] : x.items) {
@@ -302,6 +390,7 @@ int compare(const Value& a, const Value& b) {
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
   if (a.is_array() && b.is_array()) {
+    Nest nest;
     const Array &x = a.as_array(), &y = b.as_array();
     for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
       if (const int c = compare(x[i], y[i]); c != 0) return c;

@@ -76,8 +76,8 @@ class Value {
   Value(std::string s) : v_(std::make_shared<const std::string>(std::move(s))) {}
   Value(const char* s) : Value(std::string(s)) {}
   Value(std::string_view s) : Value(std::string(s)) {}
-  Value(Array a) : v_(std::make_shared<Array>(std::move(a))) {}
-  Value(Object o) : v_(std::make_shared<Object>(std::move(o))) {}
+  Value(Array a);   // a new list (tracked by the render's ContainerArena)
+  Value(Object o);  // a new dict or namespace (ditto)
   Value(std::shared_ptr<Array> a) : v_(std::move(a)) {}
   Value(std::shared_ptr<Object> o) : v_(std::move(o)) {}
   static Value function(Function f) { return Value(std::make_shared<const Function>(std::move(f))); }
@@ -122,6 +122,39 @@ class Value {
                std::shared_ptr<Object>, std::shared_ptr<const Function>>
       v_;
 };
+
+// The lists, dicts and namespaces one render makes. A template may build reference cycles
+// (`{% set ns.me = ns %}`, `l.append(l)`, a list holding its own bound `append`), which reference counting
+// alone would never free; when the render ends, the arena empties every container of the render still
+// alive, which breaks them all. One per render, on the rendering thread; renders may nest (a template's
+// own render inside a call) and each arena sees only what is made while it is the innermost.
+class ContainerArena {
+ public:
+  ContainerArena();
+  ~ContainerArena();
+  ContainerArena(const ContainerArena&) = delete;
+  ContainerArena& operator=(const ContainerArena&) = delete;
+
+  // Records a new container in this thread's innermost arena, if any.
+  static void track(const std::shared_ptr<Array>& a);
+  static void track(const std::shared_ptr<Object>& o);
+
+ private:
+  void compact();
+  std::vector<std::weak_ptr<Array>> arrays_;
+  std::vector<std::weak_ptr<Object>> objects_;
+  size_t compact_at_ = 1024;
+  ContainerArena* outer_;
+};
+
+// A copy of `v` whose lists, dicts and namespaces are new ones, all the way down (functions are shared):
+// what a render starts from, so that the template can neither change its caller's values nor tie them
+// into a cycle. Throws a render error for values nested deeper than kMaxValueDepth.
+Value deep_copy(const Value& v);
+
+// Lists, dicts and namespaces nest at most this deep when printed, compared, copied or turned into JSON: a
+// container holding itself is a render error there, never an endless recursion.
+inline constexpr int kMaxValueDepth = 256;
 
 // Python's == (1 == 1.0, lists and dicts by content) and ordering (numbers, strings, lists).
 bool equals(const Value& a, const Value& b);

@@ -11,6 +11,7 @@
 using inflight::server::jinja::Error;
 using inflight::server::jinja::Template;
 using inflight::server::jinja::from_json;
+using inflight::server::jinja::Value;
 
 namespace {
 
@@ -288,6 +289,30 @@ TEST_SUITE("jinja") {
                                "{{ '{0[99999999999999999999]}'.format([1]) }}", "{{ 'x'.center(1000000000000) }}",
                                "{{ [[1]] | map(attribute='99999999999999999999') | list }}"})
       CHECK_MESSAGE(error_kind(source) == Error::Kind::Render, source);
+  }
+
+  TEST_CASE("containers that hold themselves: a render error where printed, freed when the render ends (found by fuzzing)") {
+    // tests/fuzz/corpus/jinja/regression-namespace-holds-itself: printing such a namespace recursed until
+    // the stack overflowed. The cycles themselves are legal, as in Python; the render frees them at its end
+    // (the ASan build's leak check runs this case).
+    for (const char* source : {"{% set ns = namespace(a=0) %}{% set ns.a = ns %}{{ ns.a }}",
+                               "{% set l = [] %}{{ l.append(l) }}{{ l }}", "{% set l = [] %}{{ l.append(l) }}{{ l | tojson }}",
+                               "{% set d = {} %}{{ d.update({'d': d}) }}{{ d == d }}",
+                               "{% set l = [] %}{{ l.append(l) }}{{ [l] < [l] }}"})
+      CHECK_MESSAGE(error_kind(source) == Error::Kind::Render, source);
+    CHECK(render("{% set l = [] %}{% set f = l.append %}{{ f(f) }}{{ l.append(l) }}{{ l | length }}") == "NoneNone2");
+    // Nesting below the limit still prints.
+    std::string deep = "{% set l = [] %}{% set ns = namespace(cur=l) %}{% for i in range(200) %}{% set n = [] %}"
+                       "{{ ns.cur.append(n) }}{% set ns.cur = n %}{% endfor %}{{ (l | string)[:4] }}";
+    CHECK(render(deep).ends_with("[[[["));
+  }
+
+  TEST_CASE("a render works on a copy of its context: the template cannot change the caller's values") {
+    const Template t("{{ messages.append(4) }}{{ messages | length }}{% set ns = namespace(x=1) %}");
+    const Value context = from_json(nlohmann::ordered_json::parse(R"({"messages": [1, 2, 3]})"));
+    CHECK(t.render(context) == "None4");
+    CHECK(t.render(context) == "None4");
+    CHECK(context.as_object().find("messages")->as_array().size() == 3);
   }
 
   TEST_CASE("a parsed template renders many contexts, independently") {
