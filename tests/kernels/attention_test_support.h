@@ -186,6 +186,31 @@ Run run_step(const PagedBatch& b, Backend backend, Tweak tweak) {
 inline const auto kReference = [](const kernels::AttentionParams& p) { kernels::reference::attention(p); };
 inline const auto kNoTweak = [](kernels::AttentionParams&) {};
 
+// The scaled-RoPE sweep every backend runs: each scaling of set_rope_scaling over f32 and int8 KV, head dims
+// 64 (GPT-J pairs) and 128 (NeoX). check(batch, tweak, plain) runs the backend under test and the reference
+// with `tweak` applied to the step's params and compares them; `plain` sets the same RoPE unscaled.
+template <class Check>
+void for_each_scaled_rope_case(Check check) {
+  const std::vector<test::SeqSpec> specs{{0, 54}, {43, 9}, {300, 1}, {700, 1}};
+  for (int kind = 0; kind < 3; ++kind)
+    for (kernels::KvDType dtype : {kernels::KvDType::F32, kernels::KvDType::Int8})
+      for (int head_dim : {64, 128}) {
+        CAPTURE(kind);
+        CAPTURE(kernels::kv_dtype_name(dtype));
+        CAPTURE(head_dim);
+        const PagedBatch b = make_batch(specs, 8, 2, head_dim, 16, dtype, 5 + kind + head_dim, 0);
+        auto plain = [head_dim](kernels::AttentionParams& p) {
+          set_rope(p, head_dim == 128 ? kernels::RopeStyle::NeoX : kernels::RopeStyle::GptJ, head_dim);
+        };
+        std::vector<float> factors;
+        auto tweak = [&](kernels::AttentionParams& p) {
+          plain(p);
+          set_rope_scaling(p, kind, factors);
+        };
+        check(b, tweak, plain, dtype);
+      }
+}
+
 // The mask sweep every backend runs: bool and additive masks in the (Sq,Skv), (N,Sq,Skv) and (B,N,Sq,Skv)
 // broadcasts, band pre/next tokens, softcap and q_scaling, f32 and int8 KV. check(batch, tweak, dtype) runs
 // the backend under test and the reference with `tweak` applied to the step's params and compares them.

@@ -106,29 +106,14 @@ TEST_SUITE("attention_fused") {
   }
 
   TEST_CASE("scaled RoPE (Llama 3 factors, yarn, linear): fused == reference, the same stored codes") {
-    const std::vector<test::SeqSpec> specs{{0, 54}, {43, 9}, {300, 1}, {700, 1}};
-    for (int kind = 0; kind < 3; ++kind)
-      for (KvDType dtype : {KvDType::F32, KvDType::Int8})
-        for (int head_dim : {64, 128}) {
-          CAPTURE(kind);
-          CAPTURE(kernels::kv_dtype_name(dtype));
-          CAPTURE(head_dim);
-          const test::PagedBatch b = test::make_batch(specs, 8, 2, head_dim, 16, dtype, 5 + kind + head_dim, 0);
-          std::vector<float> factors;
-          auto tweak = [&](kernels::AttentionParams& p) {
-            set_rope(p, head_dim == 128 ? kernels::RopeStyle::NeoX : kernels::RopeStyle::GptJ, head_dim);
-            test::set_rope_scaling(p, kind, factors);
-          };
-          const Run fused = run_step(b, kFused, tweak);
-          const Run ref = run_step(b, kReference, tweak);
-          CHECK(test::max_abs_diff(fused.out, ref.out) <= fused_tolerance(dtype));
-          CHECK(fused.batch.data == ref.batch.data);
-          // The scaling changes the result (against the same step without it).
-          const Run plain = run_step(b, kFused, [&](kernels::AttentionParams& p) {
-            set_rope(p, head_dim == 128 ? kernels::RopeStyle::NeoX : kernels::RopeStyle::GptJ, head_dim);
-          });
-          CHECK(test::max_abs_diff(fused.out, plain.out) > 1e-3);
-        }
+    test::for_each_scaled_rope_case([](const test::PagedBatch& b, auto tweak, auto plain, KvDType dtype) {
+      const Run fused = run_step(b, kFused, tweak);
+      const Run ref = run_step(b, kReference, tweak);
+      CHECK(test::max_abs_diff(fused.out, ref.out) <= fused_tolerance(dtype));
+      CHECK(fused.batch.data == ref.batch.data);
+      // The scaling changes the result (against the same step without it).
+      CHECK(test::max_abs_diff(fused.out, run_step(b, kFused, plain).out) > 1e-3);
+    });
   }
 
   TEST_CASE("quantized KV stays within its dtype's tolerance of f32 KV") {

@@ -59,26 +59,13 @@ TEST_SUITE("attention_cuda") {
   }
 
   TEST_CASE("scaled RoPE (Llama 3 factors, yarn, linear): cuda == reference, append codes == the CPU's") {
-    const std::vector<test::SeqSpec> specs{{0, 54}, {43, 9}, {300, 1}, {700, 1}};
-    for (int kind = 0; kind < 3; ++kind)
-      for (KvDType dtype : {KvDType::F32, KvDType::Int8})
-        for (int head_dim : {64, 128}) {
-          CAPTURE(kind);
-          CAPTURE(kernels::kv_dtype_name(dtype));
-          CAPTURE(head_dim);
-          const test::PagedBatch b = test::make_batch(specs, 8, 2, head_dim, 16, dtype, 5 + kind + head_dim, 0);
-          std::vector<float> factors;
-          auto tweak = [&](kernels::AttentionParams& p) {
-            set_rope(p, head_dim == 128 ? kernels::RopeStyle::NeoX : kernels::RopeStyle::GptJ, head_dim);
-            test::set_rope_scaling(p, kind, factors);
-          };
-          const Run gpu = run_step(b, kCuda, tweak);
-          const Run ref = run_step(b, kReference, tweak);
-          const Run cpu_append = run_step(b, kCpu, tweak);
-          CHECK(test::max_abs_diff(gpu.out, ref.out) <= cuda_tolerance(dtype));
-          CHECK(gpu.batch.data == cpu_append.batch.data);
-          CHECK(gpu.batch.scales == cpu_append.batch.scales);
-        }
+    test::for_each_scaled_rope_case([](const test::PagedBatch& b, auto tweak, auto, KvDType dtype) {
+      const Run gpu = run_step(b, kCuda, tweak);
+      const Run cpu_append = run_step(b, kCpu, tweak);
+      CHECK(test::max_abs_diff(gpu.out, run_step(b, kReference, tweak).out) <= cuda_tolerance(dtype));
+      CHECK(gpu.batch.data == cpu_append.batch.data);
+      CHECK(gpu.batch.scales == cpu_append.batch.scales);
+    });
   }
 
   TEST_CASE("block size 1/16/64, KV length 1/54/97/2049 and 32k: cuda == reference") {
