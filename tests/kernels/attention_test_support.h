@@ -13,6 +13,7 @@
 
 #include "kernels/attention_params.h"
 #include "kernels/cpu/isa.h"
+#include "isa_test_support.h"
 
 namespace inflight::test {
 
@@ -264,20 +265,5 @@ inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>
   }
   return m;
 }
-
-// Every ISA this CPU runs, scalar first.
-inline std::vector<kernels::cpu::Isa> supported_isas() {
-  std::vector<kernels::cpu::Isa> out;
-  for (kernels::cpu::Isa isa : {kernels::cpu::Isa::Scalar, kernels::cpu::Isa::Avx2, kernels::cpu::Isa::Avx512,
-                                kernels::cpu::Isa::Avx512Vnni, kernels::cpu::Isa::Avx512Bf16})
-    if (kernels::cpu::isa_supported(isa)) out.push_back(isa);
-  return out;
-}
-
-// Restores the active ISA at scope exit.
-struct IsaGuard {
-  kernels::cpu::Isa saved = kernels::cpu::active_isa();
-  ~IsaGuard() { kernels::cpu::set_active_isa(saved); }
-};
 
 }  // namespace inflight::test

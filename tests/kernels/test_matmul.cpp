@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "isa_test_support.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/dtype.h"
@@ -18,28 +19,9 @@ namespace {
 
 using namespace inflight::kernels;
 using cpu::Isa;
+namespace test = inflight::test;
 
 constexpr DType kAllDtypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0};
-constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16};
-
-// Restores the ISA the process started with when a test ends.
-struct IsaOverride {
-  Isa saved = cpu::active_isa();
-  ~IsaOverride() { cpu::set_active_isa(saved); }
-};
-
-// The ISAs this CPU can run; says which ones it skips.
-std::vector<Isa> runnable_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : kAllIsas) {
-    if (cpu::isa_supported(isa)) {
-      isas.push_back(isa);
-    } else {
-      MESSAGE("skipping ISA " << cpu::isa_name(isa) << ": this CPU lacks it");
-    }
-  }
-  return isas;
-}
 
 // Q8_0 as GGML writes it: per block of 32, d = amax / 127 (stored f16), q = round(x / d).
 std::vector<uint8_t> quantize_q8_0(const float* src, int64_t n) {
@@ -153,8 +135,8 @@ void check_against_reference(const std::vector<float>& exact, const std::vector<
 }  // namespace
 
 TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape") {
-  IsaOverride restore;
-  const std::vector<Isa> isas = runnable_isas();
+  test::IsaGuard restore;
+  const std::vector<Isa> isas = test::supported_isas();
   const int64_t all_rows[] = {1, 3, 17, 64, 1000};
   const int64_t all_cols[] = {32, 64, 96, 2048};
   const int64_t all_tokens[] = {1, 2, 3, 5, 8, 13};
@@ -184,14 +166,14 @@ TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape"
 }
 
 TEST_CASE("matmul handles column counts that are not a multiple of the vector width (float dtypes)") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t rows = 19;
   for (DType dtype : {DType::F32, DType::F16, DType::BF16}) {
     for (int64_t cols : {1, 7, 9, 17, 31, 33, 100, 172}) {
       const auto values = random_values(size_t(rows * cols), uint32_t(cols));
       const TestWeights w = make_weights(dtype, values, rows, cols);
       const auto x = random_values(size_t(5 * cols), uint32_t(cols + 1));
-      for (Isa isa : runnable_isas()) {
+      for (Isa isa : test::supported_isas()) {
         CAPTURE(dtype_name(dtype));
         CAPTURE(cpu::isa_name(isa));
         CAPTURE(cols);
@@ -205,7 +187,7 @@ TEST_CASE("matmul handles column counts that are not a multiple of the vector wi
 }
 
 TEST_CASE("matmul is batch invariant: a token's row is bit-identical alone or in any batch") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t num_tokens = 13;
   const int64_t rows = 37;  // row blocks of 8 plus a ragged tail
   for (DType dtype : kAllDtypes) {
@@ -215,7 +197,7 @@ TEST_CASE("matmul is batch invariant: a token's row is bit-identical alone or in
       const TestWeights w = make_weights(dtype, values, rows, cols);
       const WeightMatrix wm = w.view(dtype, rows, cols);
       const auto x = random_values(size_t(num_tokens * cols), uint32_t(cols * 5));
-      for (Isa isa : runnable_isas()) {
+      for (Isa isa : test::supported_isas()) {
         CAPTURE(dtype_name(dtype));
         CAPTURE(cpu::isa_name(isa));
         CAPTURE(cols);
@@ -240,13 +222,13 @@ TEST_CASE("matmul is batch invariant: a token's row is bit-identical alone or in
 }
 
 TEST_CASE("matmul results do not depend on the thread count") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int saved_threads = compute_pool().num_threads();
   const int64_t rows = 1000, cols = 2048, num_tokens = 3;
   const auto values = random_values(size_t(rows * cols), 11);
   const TestWeights w = make_weights(DType::F16, values, rows, cols);
   const auto x = random_values(size_t(num_tokens * cols), 12);
-  for (Isa isa : runnable_isas()) {
+  for (Isa isa : test::supported_isas()) {
     CAPTURE(cpu::isa_name(isa));
     REQUIRE(cpu::set_active_isa(isa));
     std::vector<float> y1(size_t(num_tokens * rows)), y3(y1.size());
@@ -260,13 +242,13 @@ TEST_CASE("matmul results do not depend on the thread count") {
 }
 
 TEST_CASE("matmul Q8_0 differs from unquantised-activation math by at most the activation rounding") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t rows = 64, cols = 2048, num_tokens = 3;
   const auto values = random_values(size_t(rows * cols), 21);
   const TestWeights w = make_weights(DType::Q8_0, values, rows, cols);
   auto x = random_values(size_t(num_tokens * cols), 22);
   x[5] = 40.0f;  // an outlier coarsens its block's step
-  for (Isa isa : runnable_isas()) {
+  for (Isa isa : test::supported_isas()) {
     CAPTURE(cpu::isa_name(isa));
     REQUIRE(cpu::set_active_isa(isa));
     std::vector<float> y(size_t(num_tokens * rows));
@@ -294,7 +276,7 @@ TEST_CASE("matmul Q8_0 differs from unquantised-activation math by at most the a
 }
 
 TEST_CASE("matmul Q8_0 with VNNI equals the maddubs AVX-512 path bit for bit") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   if (!cpu::isa_supported(Isa::Avx512Vnni)) {
     MESSAGE("skipping: this CPU lacks AVX-512 VNNI");
     return;
@@ -312,7 +294,7 @@ TEST_CASE("matmul Q8_0 with VNNI equals the maddubs AVX-512 path bit for bit") {
 }
 
 TEST_CASE("matmul Q8_0 handles quants of -128, which GGML never writes but a file may hold") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t rows = 2, cols = 64;
   std::vector<uint8_t> bytes(size_t(rows * row_bytes(DType::Q8_0, cols)));
   std::vector<float> exact(size_t(rows * cols));
@@ -327,7 +309,7 @@ TEST_CASE("matmul Q8_0 handles quants of -128, which GGML never writes but a fil
     }
   }
   const auto x = random_values(size_t(cols), 33);
-  for (Isa isa : runnable_isas()) {
+  for (Isa isa : test::supported_isas()) {
     CAPTURE(cpu::isa_name(isa));
     REQUIRE(cpu::set_active_isa(isa));
     std::vector<float> y(static_cast<size_t>(rows));

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "isa_test_support.h"
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/dtype.h"
@@ -18,24 +19,10 @@ namespace {
 
 using namespace inflight::kernels;
 using cpu::Isa;
+namespace test = inflight::test;
 
 constexpr DType kQuantDtypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
                                   DType::Q4_K, DType::Q5_K, DType::Q6_K};
-constexpr Isa kAllIsas[] = {Isa::Scalar, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Avx512Bf16};
-
-struct IsaOverride {
-  Isa saved = cpu::active_isa();
-  ~IsaOverride() { cpu::set_active_isa(saved); }
-};
-
-std::vector<Isa> runnable_isas() {
-  std::vector<Isa> isas;
-  for (Isa isa : kAllIsas) {
-    if (cpu::isa_supported(isa)) isas.push_back(isa);
-    else MESSAGE("skipping ISA " << cpu::isa_name(isa) << ": this CPU lacks it");
-  }
-  return isas;
-}
 
 std::vector<float> random_values(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
@@ -156,8 +143,8 @@ void check_quant(DType t, const QuantWeights& w, const std::vector<float>& x, co
 }  // namespace
 
 TEST_CASE("matmul of every block format matches a dequantised double reference on every ISA, bit-identical") {
-  IsaOverride restore;
-  const std::vector<Isa> isas = runnable_isas();
+  test::IsaGuard restore;
+  const std::vector<Isa> isas = test::supported_isas();
   for (DType t : kQuantDtypes) {
     for (int64_t rows : {1, 3, 17, 64}) {
       for (int64_t cols : {256, 512, 1536}) {
@@ -186,12 +173,12 @@ TEST_CASE("matmul of every block format matches a dequantised double reference o
 }
 
 TEST_CASE("matmul of the legacy formats takes rows of 32-weight blocks") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1}) {
     const int64_t rows = 9, cols = 96;
     const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 3), rows, cols);
     const auto x = random_values(size_t(4 * cols), 4);
-    for (Isa isa : runnable_isas()) {
+    for (Isa isa : test::supported_isas()) {
       CAPTURE(dtype_name(t));
       CAPTURE(cpu::isa_name(isa));
       REQUIRE(cpu::set_active_isa(isa));
@@ -203,12 +190,12 @@ TEST_CASE("matmul of the legacy formats takes rows of 32-weight blocks") {
 }
 
 TEST_CASE("matmul of the block formats is batch invariant") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t rows = 37, cols = 512, num_tokens = 11;
   for (DType t : kQuantDtypes) {
     const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 5), rows, cols);
     const auto x = random_values(size_t(num_tokens * cols), 6);
-    for (Isa isa : runnable_isas()) {
+    for (Isa isa : test::supported_isas()) {
       CAPTURE(dtype_name(t));
       CAPTURE(cpu::isa_name(isa));
       REQUIRE(cpu::set_active_isa(isa));
@@ -227,14 +214,14 @@ TEST_CASE("matmul of the block formats differs from f32 math by at most the acti
   // |x - xd * xq| <= xd / 2 per element (xd = block amax / 127), so |y - sum w x| <= sum_b xd_b / 2 * sum_{c in b} |w_c|
   // plus the f16 rounding of the legacy formats' activation scales and the f32 rounding; an outlier coarsens
   // its block's step.
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t rows = 16, cols = 1024, num_tokens = 2;
   for (DType t : kQuantDtypes) {
     const int block = cpu::activation_block_size(t);
     const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 8, 0.05f), rows, cols);
     auto x = random_values(size_t(num_tokens * cols), 9);
     x[70] = 30.0f;
-    for (Isa isa : runnable_isas()) {
+    for (Isa isa : test::supported_isas()) {
       CAPTURE(dtype_name(t));
       CAPTURE(cpu::isa_name(isa));
       REQUIRE(cpu::set_active_isa(isa));
@@ -269,7 +256,7 @@ TEST_CASE("matmul of the block formats differs from f32 math by at most the acti
 }
 
 TEST_CASE("matmul of the block formats takes extreme quants: all nibbles 15, Q6_K scales -128") {
-  IsaOverride restore;
+  test::IsaGuard restore;
   const int64_t rows = 3, cols = 512;
   const auto x = random_values(size_t(cols), 10);
   for (DType t : kQuantDtypes) {
@@ -288,7 +275,7 @@ TEST_CASE("matmul of the block formats takes extreme quants: all nibbles 15, Q6_
     w.exact.resize(size_t(rows * cols));
     for (int64_t r = 0; r < rows; ++r) dequantize_row(t, bytes.data() + r * row_bytes(t, cols), w.exact.data() + r * cols, cols);
     std::vector<float> scalar;
-    for (Isa isa : runnable_isas()) {
+    for (Isa isa : test::supported_isas()) {
       CAPTURE(dtype_name(t));
       CAPTURE(cpu::isa_name(isa));
       REQUIRE(cpu::set_active_isa(isa));
