@@ -3,12 +3,17 @@
 // Llama 2's style (Prepend + Replace normalizers, byte fallback, Replace / ByteFallback / Fuse / Strip
 // decoders). Merges build a few whole words, so BPE has real work to do.
 #pragma once
+#include <unistd.h>
+
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "engine/tokenizer.h"
 
 namespace inflight::test {
 
@@ -159,6 +164,19 @@ inline int write_tiny_metaspace_tokenizer(const std::filesystem::path& dir) {
   std::ofstream(dir / "tokenizer.json") << tok.dump(1);
   std::ofstream(dir / "tokenizer_config.json") << config.dump(1);
   return next;
+}
+
+// The vocabulary `write` writes (write_tiny_byte_level_tokenizer or write_tiny_metaspace_tokenizer), loaded
+// through a fresh folder under /tmp that is removed afterwards (for the fuzz targets, which have no TempDir).
+template <typename Write>
+engine::Tokenizer load_tiny_tokenizer(Write write) {
+  char dir[] = "/tmp/inflight-tiny-tokenizer-XXXXXX";
+  if (!mkdtemp(dir)) std::abort();
+  write(std::filesystem::path(dir));
+  engine::Tokenizer tok = engine::Tokenizer::from_tokenizer_json(std::string(dir) + "/tokenizer.json",
+                                                                 std::string(dir) + "/tokenizer_config.json");
+  std::filesystem::remove_all(dir);
+  return tok;
 }
 
 }  // namespace inflight::test

@@ -4,11 +4,7 @@
 // Besides the sanitizers: only jinja::Error may escape parsing or rendering (the server turns it into a
 // 400; anything else would be a 500), rendering is deterministic (unless the template reads the clock),
 // and the encoded ids lie in the vocabulary (renders up to 256 KiB).
-#include <unistd.h>
-
 #include <cstdint>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -25,16 +21,6 @@ using nlohmann::ordered_json;
 namespace jinja = inflight::server::jinja;
 
 namespace {
-
-Tokenizer load_tokenizer() {
-  char dir[] = "/tmp/inflight-fuzz-jinja-XXXXXX";
-  if (!mkdtemp(dir)) std::abort();
-  inflight::test::write_tiny_byte_level_tokenizer(dir);
-  Tokenizer tok = Tokenizer::from_tokenizer_json(std::string(dir) + "/tokenizer.json",
-                                                 std::string(dir) + "/tokenizer_config.json");
-  std::filesystem::remove_all(dir);
-  return tok;
-}
 
 // The conversations: plain chat; system + tools + an assistant tool call and its result; a continued
 // assistant turn without a generation prompt and with template kwargs; no messages at all.
@@ -60,7 +46,7 @@ std::vector<ChatInput> make_inputs() {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const Tokenizer tok = load_tokenizer();
+  static const Tokenizer tok = inflight::test::load_tiny_tokenizer(inflight::test::write_tiny_byte_level_tokenizer);
   static const std::vector<ChatInput> inputs = make_inputs();
   if (size < 1) return 0;
   const ChatInput& input = inputs[data[0] % inputs.size()];
