@@ -71,7 +71,8 @@ ContainerArena::ContainerArena() : outer_(innermost_arena) { innermost_arena = t
 ContainerArena::~ContainerArena() {
   innermost_arena = outer_;
   // Emptying a container may free others (their weak pointers expire); what stays alive loses its contents,
-  // and with them every cycle through it. The moved-out contents are destroyed after the lock is released.
+  // and with them every cycle through it. Swapping with an empty temporary frees the contents at the end of
+  // the statement, while the locked pointer still keeps the container itself alive.
   for (const auto& w : arrays_)
     if (std::shared_ptr<Array> a = w.lock()) Array().swap(*a);
   for (const auto& w : objects_)
