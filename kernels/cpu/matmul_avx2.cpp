@@ -117,7 +117,7 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::F16: run_tiled<Avx2Kernel<DType::F16>>(a, row_begin, row_end); return;
     case DType::BF16: run_tiled<Avx2Kernel<DType::BF16>>(a, row_begin, row_end); return;
     case DType::Q8_0: run_tiled<Q8Int8Kernel<MaddubsDot, 16>>(a, row_begin, row_end); return;
-    default: run_quant<MaddubsU8Dot, 16>(a, row_begin, row_end); return;
+    default: run_quant<MaddubsU8Dot, MaddScaledDot, 16>(a, row_begin, row_end); return;
   }
 }
 

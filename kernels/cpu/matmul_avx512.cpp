@@ -115,7 +115,7 @@ void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
     case DType::F16: run_tiled<Avx512Kernel<DType::F16>>(a, row_begin, row_end); return;
     case DType::BF16: run_tiled<Avx512Kernel<DType::BF16>>(a, row_begin, row_end); return;
     case DType::Q8_0: run_tiled<Q8Int8Kernel<MaddubsDot, 32>>(a, row_begin, row_end); return;
-    default: run_quant<MaddubsU8Dot, 32>(a, row_begin, row_end); return;
+    default: run_quant<MaddubsU8Dot, MaddScaledDot, 32>(a, row_begin, row_end); return;
   }
 }
 

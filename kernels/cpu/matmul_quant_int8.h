@@ -33,14 +33,6 @@ inline float reduce_add_ps(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-// Exact sum of the 8 int32 lanes.
-inline int32_t reduce_add_epi32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
-  return _mm_cvtsi128_si32(s);
-}
-
 // u8 x s8 block dots in 8 int32 lanes, lane i = sum of elements 4i .. 4i + 3.
 struct MaddubsU8Dot {
   static __m256i dot(__m256i u, __m256i x) {
@@ -141,28 +133,23 @@ struct LegacyKernel {
   }
 };
 
-// Q4_K / Q5_K super-block of 256: chunk k (32 quants) is sub-block k; int32 scale lanes all sc_k.
+// Q4_K / Q5_K super-block of 256: chunk k (32 quants) is sub-block k with 6-bit scale sc_k and min m_k.
 template <bool kFiveBit>
 struct Q45KFormat {
   static constexpr int kBytes = kFiveBit ? 176 : 144;
   struct Scales {
-    int32_t sc[8];
-    alignas(32) int16_t mins[16];  // m_j twice: pairs with the activation sums per 16
+    __m256i bytes;  // sc_0..7, m_0..7 as bytes, the same 16 bytes in both 128-bit halves
   };
-  static void scales(const uint8_t* blk, Scales& s) {
-    const uint8_t* p = blk + 4;
-    for (int j = 0; j < 8; ++j) {
-      int sc, m;
-      if (j < 4) {
-        sc = p[j] & 63;
-        m = p[j + 4] & 63;
-      } else {
-        sc = (p[j + 4] & 0xf) | (p[j - 4] >> 6) << 4;
-        m = (p[j + 4] >> 4) | (p[j] >> 6) << 4;
-      }
-      s.sc[j] = sc;
-      s.mins[2 * j] = s.mins[2 * j + 1] = int16_t(m);
-    }
+  // The 12 packed bytes (kquant_scale_min) unpacked four at a time: bytes j < 4 hold sc_j and m_j in
+  // their low 6 bits; bytes 8..11 hold the low 4 bits of sc_4..7 and m_4..7, whose high 2 bits are the top
+  // bits of bytes 0..3 and 4..7.
+  static Scales scales(const uint8_t* blk) {
+    uint32_t w[3];
+    __builtin_memcpy(w, blk + 4, 12);
+    const uint32_t sc_lo = w[0] & 0x3f3f3f3f, m_lo = w[1] & 0x3f3f3f3f;
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0f) | ((w[0] >> 2) & 0x30303030);
+    const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030);
+    return {_mm256_broadcastsi128_si256(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(m_lo), int(m_hi)))};
   }
   static __m256i quants(const uint8_t* blk, int k) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (kFiveBit ? 48 : 16) + 32 * (k / 2)));
@@ -172,12 +159,20 @@ struct Q45KFormat {
     const __m256i bit = _mm256_and_si256(_mm256_srli_epi16(qh, k), _mm256_set1_epi8(1));
     return _mm256_or_si256(u, _mm256_slli_epi16(bit, 4));
   }
-  static __m256i scale_lanes(const Scales& s, int k) { return _mm256_set1_epi32(s.sc[k]); }
-  // iacc: sum_k sc_k * dot_k in lanes; xs: the 16 activation sums of this super-block.
-  static float term(const uint8_t* blk, const Scales& s, float dx, __m256i iacc, const int16_t* xs) {
-    const __m256i msum = _mm256_madd_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(s.mins)),
-                                           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
-    return q45k_term(half_to_float(blk), half_to_float(blk + 2), dx, reduce_add_epi32(iacc), reduce_add_epi32(msum));
+  // 16 int16 lanes of sc_k.
+  static __m256i chunk_scale(const Scales& s, int k) {
+    return _mm256_shuffle_epi8(s.bytes, _mm256_set1_epi16(short(0x8000 | k)));
+  }
+  // acc += isum * (d * dx) - msum * (dmin * dx) lane-wise; msum lane l = m_l * (xs_2l + xs_2l+1).
+  static __m256 finish(__m256 acc, const uint8_t* blk, const Scales& s, float dx, __m256i isum, const int16_t* xs) {
+    const __m256i mins = _mm256_shuffle_epi8(  // int16 lanes 2l, 2l + 1: m_l (byte 8 + l)
+        s.bytes, _mm256_setr_epi16(short(0x8008), short(0x8008), short(0x8009), short(0x8009), short(0x800a),
+                                   short(0x800a), short(0x800b), short(0x800b), short(0x800c), short(0x800c),
+                                   short(0x800d), short(0x800d), short(0x800e), short(0x800e), short(0x800f),
+                                   short(0x800f)));
+    const __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half_to_float(blk) * dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(half_to_float(blk + 2) * dx), acc);
   }
 };
 
@@ -187,9 +182,7 @@ struct Q6KFormat {
   struct Scales {
     __m128i sc8;  // the 16 int8 group scales
   };
-  static void scales(const uint8_t* blk, Scales& s) {
-    s.sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192));
-  }
+  static Scales scales(const uint8_t* blk) { return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))}; }
   static __m256i quants(const uint8_t* blk, int k) {
     const int h = k / 4, kk = k % 4;
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (kk % 2)));
@@ -198,45 +191,75 @@ struct Q6KFormat {
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * kk), _mm256_set1_epi8(3));
     return _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
   }
-  static __m256i scale_lanes(const Scales& s, int k) {
+  // int16 lanes 0..7: sc_2k, 8..15: sc_2k+1.
+  static __m256i chunk_scale(const Scales& s, int k) {
     const char g0 = char(2 * k), g1 = char(2 * k + 1);
-    const __m128i pick = _mm_setr_epi8(g0, g0, g0, g0, g1, g1, g1, g1, 0, 0, 0, 0, 0, 0, 0, 0);
-    return _mm256_cvtepi8_epi32(_mm_shuffle_epi8(s.sc8, pick));
+    return _mm256_cvtepi8_epi16(
+        _mm_shuffle_epi8(s.sc8, _mm_setr_epi8(g0, g0, g0, g0, g0, g0, g0, g0, g1, g1, g1, g1, g1, g1, g1, g1)));
   }
-  static float term(const uint8_t* blk, const Scales& s, float dx, __m256i iacc, const int16_t* xs) {
-    // sum_g sc_g * 32 * xsum_g, folded into the lanes before the one reduction
+  // acc += (isum - 32 * off) * (d * dx) lane-wise; off lane l = sc_2l * xs_2l + sc_2l+1 * xs_2l+1.
+  static __m256 finish(__m256 acc, const uint8_t* blk, const Scales& s, float dx, __m256i isum, const int16_t* xs) {
     const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s.sc8), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
-    return q6k_term(half_to_float(blk + 208), dx, reduce_add_epi32(_mm256_sub_epi32(iacc, _mm256_slli_epi32(off, 5))));
+    const __m256i lanes = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(half_to_float(blk + 208) * dx), acc);
   }
 };
 
+// isum += sc * (u . x) in 8 int32 lanes of 4 products: maddubs gives the pair sums (|u| <= 63, |x| <= 127:
+// at most 16002, no saturation), then a multiply-add of pairs with the int16 scale lanes.
+struct MaddScaledDot {
+  static __m256i acc(__m256i isum, __m256i u, __m256i x, __m256i scale) {
+    return _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), scale));
+  }
+};
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+struct VnniScaledDot {  // the same with the multiply-add and the accumulation in one vpdpwssd
+  static __m256i acc(__m256i isum, __m256i u, __m256i x, __m256i scale) {
+    return _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(u, x), scale);
+  }
+};
+#endif
+
+// Lane-wise, as matmul_quant_formula.h defines for the K-quants: per super-block, 8 exact int32 lanes of
+// scaled sub-block dots; then Format::finish folds them into 8 f32 lanes with the super-block's scales, in
+// block order; one fixed-order reduction at the end.
 template <class Format, class Dot, int kNumRegs>
 struct KQuantKernel {
-  // Budget: R*T int32 accumulators + T activation chunks + quants, scales and temporaries.
+  // Budget: 2*R*T accumulators (int per super-block, float across them) + T activation chunks + quants,
+  // scales and temporaries.
   template <int T>
   static constexpr int rows_per_tile() {
     if constexpr (T == 1) return 1;
-    if constexpr (kNumRegs >= 32) return T == 2 ? 8 : 4;
-    return T == 2 ? 4 : 2;
+    if constexpr (kNumRegs >= 32) return T == 2 ? 4 : 2;
+    return T == 2 ? 2 : 1;
   }
 
   template <int R, int T>
   static void tile(const MatmulArgs& a, int64_t r0, int64_t t0) {
+    // One output: two chains of integer sums (even and odd chunks) hide the accumulation latency.
+    constexpr int kChains = R * T == 1 ? 2 : 1;
     const int64_t num_blocks = a.cols / 256;
-    const uint8_t* w = a.w + r0 * a.w_row_bytes;  // [R, w_row_bytes]
-    const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
-    const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
+    const uint8_t* w = a.w + r0 * a.w_row_bytes;    // [R, w_row_bytes]
+    const int8_t* xq = a.xq + t0 * a.cols;          // [T, cols]
+    const float* xd = a.xd + t0 * num_blocks;       // [T, num_blocks]
     const int16_t* xs = a.xs + t0 * (a.cols / 16);  // [T, cols / 16]
-    float sum[R][T] = {};
+    __m256 acc[R][T];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < num_blocks; ++b) {
       typename Format::Scales sc[R];
 #pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) Format::scales(w + r * a.w_row_bytes + b * Format::kBytes, sc[r]);
-      __m256i iacc[R][T];
+      for (int r = 0; r < R; ++r) sc[r] = Format::scales(w + r * a.w_row_bytes + b * Format::kBytes);
+      __m256i isum[R][T][kChains];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) iacc[r][t] = _mm256_setzero_si256();
+        for (int t = 0; t < T; ++t)
+#pragma GCC unroll 2
+          for (int c = 0; c < kChains; ++c) isum[r][t][c] = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         __m256i xv[T];
@@ -247,39 +270,41 @@ struct KQuantKernel {
         for (int r = 0; r < R; ++r) {
           const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
           const __m256i u = Format::quants(blk, k);
-          const __m256i scale = Format::scale_lanes(sc[r], k);
+          const __m256i scale = Format::chunk_scale(sc[r], k);
 #pragma GCC unroll 4
-          for (int t = 0; t < T; ++t)
-            iacc[r][t] = _mm256_add_epi32(iacc[r][t], _mm256_mullo_epi32(Dot::dot(u, xv[t]), scale));
+          for (int t = 0; t < T; ++t) isum[r][t][k % kChains] = Dot::acc(isum[r][t][k % kChains], u, xv[t], scale);
         }
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t)
-          sum[r][t] += Format::term(blk, sc[r], xd[t * num_blocks + b], iacc[r][t], xs + t * (a.cols / 16) + 16 * b);
+        for (int t = 0; t < T; ++t) {
+          __m256i lanes = isum[r][t][0];
+          if constexpr (kChains == 2) lanes = _mm256_add_epi32(lanes, isum[r][t][1]);
+          acc[r][t] = Format::finish(acc[r][t], blk, sc[r], xd[t * num_blocks + b], lanes, xs + t * (a.cols / 16) + 16 * b);
+        }
       }
     }
     float* y = a.y + t0 * a.rows + r0;  // [T, rows]
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) y[t * a.rows + r] = sum[r][t];
+      for (int t = 0; t < T; ++t) y[t * a.rows + r] = reduce_add_ps(acc[r][t]);
   }
 };
 
-// Runs the kernel of a.dtype (Q4_0 .. Q6_K) with dot product Dot.
-template <class Dot, int kNumRegs>
+// Runs the kernel of a.dtype (Q4_0 .. Q6_K): the legacy types with dot product Dot, the K-quants with ScaledDot.
+template <class Dot, class ScaledDot, int kNumRegs>
 void run_quant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.dtype) {
     case DType::Q4_0: run_tiled<LegacyKernel<LegacyFormat<false, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q4_1: run_tiled<LegacyKernel<LegacyFormat<true, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q5_0: run_tiled<LegacyKernel<LegacyFormat<false, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q5_1: run_tiled<LegacyKernel<LegacyFormat<true, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q4_K: run_tiled<KQuantKernel<Q45KFormat<false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q5_K: run_tiled<KQuantKernel<Q45KFormat<true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q6_K: run_tiled<KQuantKernel<Q6KFormat, Dot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q4_K: run_tiled<KQuantKernel<Q45KFormat<false>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q5_K: run_tiled<KQuantKernel<Q45KFormat<true>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q6_K: run_tiled<KQuantKernel<Q6KFormat, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
     default: return;
   }
 }

@@ -93,6 +93,7 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 void rows_kquant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int64_t num_blocks = a.cols / 256;
   const int bytes = block_bytes(a.dtype);
+  const bool six_bit = a.dtype == DType::Q6_K;
   uint8_t u[256];
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = a.w + r * a.w_row_bytes;
@@ -100,29 +101,33 @@ void rows_kquant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       const int8_t* xq = a.xq + t * a.cols;
       const float* xd = a.xd + t * num_blocks;
       const int16_t* xs = a.xs + t * (a.cols / 16);
-      float sum = 0.0f;
+      float acc[8] = {};
       for (int64_t b = 0; b < num_blocks; ++b) {
         const uint8_t* blk = row + b * bytes;
         const int8_t* xb = xq + 256 * b;
         const int16_t* sb = xs + 16 * b;
         kquant_quants(a.dtype, blk, u);
-        if (a.dtype == DType::Q6_K) {
-          const auto* sc = reinterpret_cast<const int8_t*>(blk + 192);
-          int32_t isum = 0;
-          for (int g = 0; g < 16; ++g) isum += int32_t(sc[g]) * (dot(u + 16 * g, xb + 16 * g, 16) - 32 * sb[g]);
-          sum += q6k_term(load_f16(blk + 208), xd[b], isum);
-        } else {
-          int32_t isum = 0, msum = 0;
-          for (int j = 0; j < 8; ++j) {
-            int sc, m;
-            kquant_scale_min(j, blk + 4, sc, m);
-            isum += sc * dot(u + 32 * j, xb + 32 * j, 32);
-            msum += m * (int32_t(sb[2 * j]) + int32_t(sb[2 * j + 1]));
+        const auto* sc6 = reinterpret_cast<const int8_t*>(blk + 192);
+        int sc[8], m[8];
+        if (!six_bit)
+          for (int j = 0; j < 8; ++j) kquant_scale_min(j, blk + 4, sc[j], m[j]);
+        for (int i = 0; i < 8; ++i) {
+          int32_t lane = 0;
+          for (int k = 0; k < 8; ++k) {
+            const int32_t scale = six_bit ? sc6[2 * k + i / 4] : sc[k];
+            lane += scale * dot(u + 32 * k + 4 * i, xb + 32 * k + 4 * i, 4);
           }
-          sum += q45k_term(load_f16(blk), load_f16(blk + 2), xd[b], isum, msum);
+          if (six_bit) {
+            lane -= 32 * (sc6[2 * i] * sb[2 * i] + sc6[2 * i + 1] * sb[2 * i + 1]);
+            acc[i] = std::fma(float(lane), load_f16(blk + 208) * xd[b], acc[i]);
+          } else {
+            const int32_t msum = m[i] * (int32_t(sb[2 * i]) + int32_t(sb[2 * i + 1]));
+            acc[i] = std::fma(float(lane), load_f16(blk) * xd[b], acc[i]);
+            acc[i] = std::fma(-float(msum), load_f16(blk + 2) * xd[b], acc[i]);
+          }
         }
       }
-      a.y[t * a.rows + r] = sum;
+      a.y[t * a.rows + r] = legacy_reduce(acc);
     }
   }
 }
