@@ -95,7 +95,7 @@ void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float
     if (block == 256) quantize_block_256(x + b * block, q + b * block, d + b);
     else quantize_block_32(x + b * block, q + b * block, d + b, m + b);
   }
-  for (int64_t g = 0; g < n / 16; ++g) {
+  for (int64_t g = 0; s && g < n / 16; ++g) {
     int32_t sum = 0;
     for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];
     s[g] = int16_t(sum);  // |sum| <= 16 * 127
@@ -132,8 +132,8 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype) {
   std::abort();
 }
 
-// Fills xq [num_tokens, cols], xd [num_tokens, cols / block] and (xs != nullptr) xs [num_tokens, cols / 16]
-// and, for block 32, xm [num_tokens, cols / 32], for a quantised matmul; tokens in parallel.
+// Fills xq [num_tokens, cols], xd [num_tokens, cols / block], and xs [num_tokens, cols / 16] (K-quants) or
+// xm [num_tokens, cols / 32] (legacy types) where given, for a quantised matmul; tokens in parallel.
 void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block, int8_t* xq, float* xd,
                      int16_t* xs, float* xm) {
   struct Job {
@@ -148,9 +148,9 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
   // Captures one pointer, so the std::function stores it inline (no allocation per call).
   const auto quantize = [j = &job](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      if (j->xs)
+      if (j->xs || j->xm)  // K-quants / legacy types
         cpu::quantize_activations(j->x + t * j->cols, j->cols, j->block, j->xq + t * j->cols,
-                                  j->xd + t * (j->cols / j->block), j->xs + t * (j->cols / 16),
+                                  j->xd + t * (j->cols / j->block), j->xs ? j->xs + t * (j->cols / 16) : nullptr,
                                   j->xm ? j->xm + t * (j->cols / 32) : nullptr);
       else
         cpu::quantize_activations_q8_0(j->x + t * j->cols, j->cols, j->xq + t * j->cols,
@@ -185,9 +185,9 @@ void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens)
 
   if (block > 1) {
     // Per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens, cols / ablock]
-    // scales, [num_tokens, cols / 16] sums (not for Q8_0), [num_tokens, cols / 32] Q8_1 sums (legacy types).
+    // scales, [num_tokens, cols / 16] sums (K-quants), [num_tokens, cols / 32] Q8_1 sums (legacy types).
     const int ablock = cpu::activation_block_size(w.dtype);
-    const bool sums = w.dtype != DType::Q8_0;
+    const bool sums = is_kquant(w.dtype);
     const bool legacy = is_legacy_quant(w.dtype);
     thread_local std::vector<int8_t> xq;
     thread_local std::vector<float> xd, xm;

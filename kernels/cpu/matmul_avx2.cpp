@@ -116,8 +116,8 @@ void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     case DType::F32: run_tiled<Avx2Kernel<DType::F32>>(a, row_begin, row_end); return;
     case DType::F16: run_tiled<Avx2Kernel<DType::F16>>(a, row_begin, row_end); return;
     case DType::BF16: run_tiled<Avx2Kernel<DType::BF16>>(a, row_begin, row_end); return;
-    case DType::Q8_0: run_tiled<Q8Int8Kernel<MaddubsDot, 16>>(a, row_begin, row_end); return;
-    default: run_quant<MaddubsU8Dot, MaddScaledDot, 16>(a, row_begin, row_end); return;
+    case DType::Q8_0: run_tiled<Block32Kernel<Q8Format, MaddubsDot, 16>>(a, row_begin, row_end); return;
+    default: run_quant<MaddubsDot, MaddScaledDot, 16>(a, row_begin, row_end); return;
   }
 }
 

@@ -114,8 +114,8 @@ void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
     case DType::F32: run_tiled<Avx512Kernel<DType::F32>>(a, row_begin, row_end); return;
     case DType::F16: run_tiled<Avx512Kernel<DType::F16>>(a, row_begin, row_end); return;
     case DType::BF16: run_tiled<Avx512Kernel<DType::BF16>>(a, row_begin, row_end); return;
-    case DType::Q8_0: run_tiled<Q8Int8Kernel<MaddubsDot, 32>>(a, row_begin, row_end); return;
-    default: run_quant<MaddubsU8Dot, MaddScaledDot, 32>(a, row_begin, row_end); return;
+    case DType::Q8_0: run_tiled<Block32Kernel<Q8Format, MaddubsDot, 32>>(a, row_begin, row_end); return;
+    default: run_quant<MaddubsDot, MaddScaledDot, 32>(a, row_begin, row_end); return;
   }
 }
 

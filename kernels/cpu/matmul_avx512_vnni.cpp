@@ -7,8 +7,8 @@
 namespace inflight::kernels::cpu {
 
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.dtype == DType::Q8_0) run_tiled<Q8Int8Kernel<VnniDot, 32>>(a, row_begin, row_end);
-  else run_quant<VnniU8Dot, VnniScaledDot, 32>(a, row_begin, row_end);
+  if (a.dtype == DType::Q8_0) run_tiled<Block32Kernel<Q8Format, VnniDot, 32>>(a, row_begin, row_end);
+  else run_quant<VnniDot, VnniScaledDot, 32>(a, row_begin, row_end);
 }
 
 }  // namespace inflight::kernels::cpu

@@ -1,10 +1,12 @@
-// The Q8_0 x int8-activation kernel shared by the AVX2, AVX-512 and AVX-512 VNNI files (256-bit
-// integer ops; each file instantiates it under its own -m flags, see matmul_kernels.h).
+// The kernel of the 32-weight block formats (Q8_0 here; Q4_0 .. Q5_1 in matmul_quant_int8.h) x int8
+// activations, shared by the AVX2, AVX-512 and AVX-512 VNNI files (256-bit integer ops; each file
+// instantiates it under its own -m flags, see matmul_kernels.h).
 //
-// Per 32-weight block b of row r and token t:
+// Per 32-weight block b of row r and token t, with qw the block's signed quants (Format::quants):
 //   dot = sum_i qw[i] * xq[i]   exact in int32 (8 lanes of 4 products; see MaddubsDot / VnniDot)
 //   acc[r][t] += float(dot lanes) * (dw[r, b] * xd[t, b])   8-lane f32 accumulator, fixed lane order
-// Nothing in the per-output sequence depends on R or T.
+// and, for formats with a min (Q4_1, Q5_1), msum[r][t] += mw[r, b] * xm[t, b] in block order; then
+// y = reduce(acc) (+ msum). Nothing in the per-output sequence depends on R or T.
 //
 // NOTE: anonymous namespace on purpose; include only from the per-ISA .cpp files.
 #pragma once
@@ -55,9 +57,24 @@ struct VnniDot {
 };
 #endif
 
+inline float f16_at(const uint8_t* p) {
+  uint16_t h;
+  __builtin_memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Q8_0: f16 scale, 32 int8 quants.
+struct Q8Format {
+  static constexpr int kBytes = kQ8Bytes;
+  static constexpr bool kHasMin = false;
+  static __m256i quants(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); }
+  static float min(const uint8_t*) { return 0.0f; }
+};
+
+// Format: kBytes, kHasMin, quants(blk) (32 int8, the f16 scale at blk), min(blk) (the f16 min, kHasMin only).
 // kNumRegs: vector registers of the ISA (16 ymm for AVX2, 32 for AVX-512).
-template <class Dot, int kNumRegs>
-struct Q8Int8Kernel {
+template <class Format, class Dot, int kNumRegs>
+struct Block32Kernel {
   // Budget: R*T accumulators + 2T activation blocks and scales + 2 per row in flight + temporaries.
   // One token: one row at a time. Streaming Q8_0 rows one by one measured 1.3-1.4x faster from DRAM
   // than interleaving 2-8 rows (Zen 4, AVX2 and AVX-512 alike), unlike the f32/f16 kernels.
@@ -74,7 +91,9 @@ struct Q8Int8Kernel {
     const uint8_t* w = a.w + r0 * a.w_row_bytes;  // [R, w_row_bytes]
     const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
     const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
+    const float* xm = a.xm + t0 * num_blocks;     // [T, num_blocks], kHasMin only
     __m256 acc[R][T];
+    float msum[R][T] = {};
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
@@ -90,15 +109,14 @@ struct Q8Int8Kernel {
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * a.w_row_bytes + b * kQ8Bytes;
-        uint16_t d16;
-        __builtin_memcpy(&d16, blk, 2);
-        const __m256 dw = _mm256_cvtph_ps(_mm_set1_epi16(short(d16)));
-        const typename Dot::Row row = Dot::prepare_row(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)));
+        const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
+        const __m256 dw = _mm256_set1_ps(f16_at(blk));
+        const typename Dot::Row row = Dot::prepare_row(Format::quants(blk));
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const __m256i dot = Dot::dot(row, xv[t]);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+          if constexpr (Format::kHasMin) msum[r][t] += Format::min(blk) * xm[t * num_blocks + b];
         }
       }
     }
@@ -106,7 +124,7 @@ struct Q8Int8Kernel {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) y[t * a.rows + r] = reduce_add_256(acc[r][t]);
+      for (int t = 0; t < T; ++t) y[t * a.rows + r] = Format::kHasMin ? reduce_add_256(acc[r][t]) + msum[r][t] : reduce_add_256(acc[r][t]);
   }
 };
 

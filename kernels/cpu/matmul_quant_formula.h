@@ -4,8 +4,8 @@
 //   Q4_0 .. Q5_1 (per 32), in 8 lanes of 4 elements, as llama.cpp's AVX2 vec_dot: lane i of block b has
 //     the exact int  l_i = sum_{e in 4i..4i+3} (u_e - off) * xq_e   (off = 8 / 16 for Q4_0 / Q5_0, else 0),
 //     acc_i = fma(float(l_i), dw * dx, acc_i) over the blocks in order; Q4_1 / Q5_1 also msum += mw * xm
-//     in block order; y = legacy_finish(legacy_reduce(acc), msum). dx and xm (the f32 scale times the
-//     block's sum of xq) come rounded to f16, as llama.cpp's Q8_0 / Q8_1 blocks store them.
+//     in block order; y = legacy_reduce(acc), plus msum for Q4_1 / Q5_1 (legacy_finish). dx and xm (the f32
+//     scale times the block's sum of xq) come rounded to f16, as llama.cpp's Q8_0 / Q8_1 blocks store them.
 //   Q4_K / Q5_K / Q6_K (per 256), in the same 8 lanes: lane i of super-block b has the exact int
 //     l_i = sum_k sc_k * sum_{e in 4i..4i+3} u_{32k+e} * xq_{32k+e}   (k: the 8 chunks of 32; for Q6_K,
 //     sc_k is the scale of the 16-group holding e: group 2k for lanes 0..3, 2k + 1 for 4..7), and

@@ -1,50 +1,27 @@
 // The Q4_0 .. Q6_K x int8-activation kernels shared by the AVX2, AVX-512 and AVX-512 VNNI files
 // (256-bit integer ops; each file instantiates them under its own -m flags, see matmul_kernels.h).
 //
-// Weights are unpacked in registers to their unsigned quants u (0 .. 63), 32 at a time, and multiplied
-// with the int8 activations as u8 x s8 (maddubs: pair sums <= 2 * 63 * 127, no saturation; or vpdpbusd).
-// Offsets (-8, -16, -32) and mins are applied through the activation sums xs, as llama.cpp's vec_dot
-// does, and the block is finished in float by matmul_quant_formula.h: the same integers and the same
-// float expression as the scalar path, so results are identical on every ISA. Nothing in the
-// per-output sequence depends on R or T.
+// Weights are unpacked in registers, 32 at a time, and multiplied with the int8 activations exactly in
+// int32 lanes of 4 products:
+// - Q4_0 .. Q5_1 as signed quants (u - 8, u - 16, or u) on Q8_0's kernel (matmul_q8_int8.h);
+// - the K-quants as unsigned quants u (0 .. 63) with maddubs (pair sums <= 2 * 63 * 127, no saturation)
+//   and a multiply-add with the sub-block scales; their mins and Q6_K's offset 32 go through the
+//   activation sums xs, as llama.cpp's vec_dot does.
+// matmul_quant_formula.h says how the lanes become floats: the same integers and the same float
+// expression as the scalar path, so results are identical on every ISA. Nothing in the per-output
+// sequence depends on R or T.
 //
 // NOTE: anonymous namespace on purpose; include only from the per-ISA .cpp files. No dtype.h helper is
 // called here (they have external linkage).
 #pragma once
 #include <immintrin.h>
 
+#include "kernels/cpu/matmul_q8_int8.h"
 #include "kernels/cpu/matmul_quant_formula.h"
 #include "kernels/cpu/matmul_tiling.h"
 
 namespace inflight::kernels::cpu {
 namespace {
-
-inline float half_to_float(const uint8_t* p) {
-  uint16_t h;
-  __builtin_memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
-
-// ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)): the lane order legacy_reduce spells out.
-inline float reduce_add_ps(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
-  return _mm_cvtss_f32(s);
-}
-
-// u8 x s8 block dots in 8 int32 lanes, lane i = sum of elements 4i .. 4i + 3.
-struct MaddubsU8Dot {
-  static __m256i dot(__m256i u, __m256i x) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1));
-  }
-};
-
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-struct VnniU8Dot {
-  static __m256i dot(__m256i u, __m256i x) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), u, x); }
-};
-#endif
 
 inline __m256i low_nibbles(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
 inline __m256i high_nibbles(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
@@ -66,71 +43,19 @@ inline __m256i fifth_bits(const uint8_t* qh) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, mask), mask), _mm256_set1_epi8(16));
 }
 
-// Q4_0 / Q4_1 / Q5_0 / Q5_1: kHasMin (Q4_1, Q5_1), kHasHigh (Q5_0, Q5_1); blocks of 32.
-template <bool kHasMin, bool kHasHigh>
+// Q4_0 / Q4_1 / Q5_0 / Q5_1 on Block32Kernel (matmul_q8_int8.h): kHasMin (Q4_1, Q5_1), kHasHigh (Q5_0,
+// Q5_1); the quants come signed, u - 8 (Q4_0) or u - 16 (Q5_0), so the offset is exact inside the dot.
+template <bool kMin, bool kHasHigh>
 struct LegacyFormat {
-  static constexpr int kBytes = 2 + (kHasMin ? 2 : 0) + (kHasHigh ? 4 : 0) + 16;
-  static constexpr int kOffsetShift = kHasMin ? 0 : kHasHigh ? 4 : 3;  // offset 16 / 8 (none with a min)
+  static constexpr int kBytes = 2 + (kMin ? 2 : 0) + (kHasHigh ? 4 : 0) + 16;
+  static constexpr bool kHasMin = kMin;
   static __m256i quants(const uint8_t* blk) {
-    const uint8_t* p = blk + (kHasMin ? 4 : 2);
-    if constexpr (kHasHigh) return _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p));
-    else return unpack_nibbles16(p);
+    const uint8_t* p = blk + (kMin ? 4 : 2);
+    const __m256i u = kHasHigh ? _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p)) : unpack_nibbles16(p);
+    if constexpr (kMin) return u;
+    return _mm256_sub_epi8(u, _mm256_set1_epi8(kHasHigh ? 16 : 8));
   }
-};
-
-// Lane-wise, as matmul_quant_formula.h defines for the legacy types: 8 f32 lanes per output, each fed by
-// fma(float(lane's exact int dot), dw * dx); the min term in a scalar; one fixed-order reduction at the end.
-template <class Format, class Dot, int kNumRegs>
-struct LegacyKernel {
-  // Budget: R*T accumulators + 2T activation vectors (quants, 4-sums) + quants and temporaries.
-  template <int T>
-  static constexpr int rows_per_tile() {
-    if constexpr (T == 1) return 1;
-    if constexpr (kNumRegs >= 32) return T == 2 ? 8 : 4;
-    return T == 2 ? 2 : 1;
-  }
-
-  template <int R, int T>
-  static void tile(const MatmulArgs& a, int64_t r0, int64_t t0) {
-    const int64_t num_blocks = a.cols / 32;
-    const uint8_t* w = a.w + r0 * a.w_row_bytes;  // [R, w_row_bytes]
-    const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
-    const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
-    const float* xm = a.xm + t0 * num_blocks;     // [T, num_blocks]
-    __m256 acc[R][T];
-    float msum[R][T] = {};
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < num_blocks; ++b) {
-      __m256i xv[T], xoff[T];  // activations; their 4-sums times the offset
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) {
-        xv[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32));
-        if constexpr (Format::kOffsetShift > 0)
-          xoff[t] = _mm256_slli_epi32(Dot::dot(_mm256_set1_epi8(1), xv[t]), Format::kOffsetShift);
-      }
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
-        const __m256i u = Format::quants(blk);
-        const float dw = half_to_float(blk);
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          __m256i lanes = Dot::dot(u, xv[t]);
-          if constexpr (Format::kOffsetShift > 0) lanes = _mm256_sub_epi32(lanes, xoff[t]);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(dw * xd[t * num_blocks + b]), acc[r][t]);
-          if constexpr (Format::kOffsetShift == 0) msum[r][t] += half_to_float(blk + 2) * xm[t * num_blocks + b];
-        }
-      }
-    }
-    float* y = a.y + t0 * a.rows + r0;  // [T, rows]
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) y[t * a.rows + r] = legacy_finish(reduce_add_ps(acc[r][t]), msum[r][t]);
-  }
+  static float min(const uint8_t* blk) { return f16_at(blk + 2); }
 };
 
 // Q4_K / Q5_K super-block of 256: chunk k (32 quants) is sub-block k with 6-bit scale sc_k and min m_k.
@@ -163,16 +88,23 @@ struct Q45KFormat {
   static __m256i chunk_scale(const Scales& s, int k) {
     return _mm256_shuffle_epi8(s.bytes, _mm256_set1_epi16(short(0x8000 | k)));
   }
+  // What finish needs of one row's super-block.
+  struct Row {
+    __m256 d, dmin;
+    __m256i mins;  // int16 lanes 2l, 2l + 1: m_l
+  };
+  static Row row(const uint8_t* blk, const Scales& s) {
+    const __m256i pick = _mm256_setr_epi16(  // byte 8 + l of the scales, zero-extended
+        short(0x8008), short(0x8008), short(0x8009), short(0x8009), short(0x800a), short(0x800a), short(0x800b),
+        short(0x800b), short(0x800c), short(0x800c), short(0x800d), short(0x800d), short(0x800e), short(0x800e),
+        short(0x800f), short(0x800f));
+    return {_mm256_set1_ps(f16_at(blk)), _mm256_set1_ps(f16_at(blk + 2)), _mm256_shuffle_epi8(s.bytes, pick)};
+  }
   // acc += isum * (d * dx) - msum * (dmin * dx) lane-wise; msum lane l = m_l * (xs_2l + xs_2l+1).
-  static __m256 finish(__m256 acc, const uint8_t* blk, const Scales& s, float dx, __m256i isum, const int16_t* xs) {
-    const __m256i mins = _mm256_shuffle_epi8(  // int16 lanes 2l, 2l + 1: m_l (byte 8 + l)
-        s.bytes, _mm256_setr_epi16(short(0x8008), short(0x8008), short(0x8009), short(0x8009), short(0x800a),
-                                   short(0x800a), short(0x800b), short(0x800b), short(0x800c), short(0x800c),
-                                   short(0x800d), short(0x800d), short(0x800e), short(0x800e), short(0x800f),
-                                   short(0x800f)));
-    const __m256i msum = _mm256_madd_epi16(mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(half_to_float(blk) * dx), acc);
-    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_set1_ps(half_to_float(blk + 2) * dx), acc);
+  static __m256 finish(__m256 acc, const Row& w, __m256 dx, __m256i isum, const int16_t* xs) {
+    const __m256i msum = _mm256_madd_epi16(w.mins, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(w.d, dx), acc);
+    return _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum), _mm256_mul_ps(w.dmin, dx), acc);
   }
 };
 
@@ -197,17 +129,23 @@ struct Q6KFormat {
     return _mm256_cvtepi8_epi16(
         _mm_shuffle_epi8(s.sc8, _mm_setr_epi8(g0, g0, g0, g0, g0, g0, g0, g0, g1, g1, g1, g1, g1, g1, g1, g1)));
   }
+  struct Row {
+    __m256 d;
+    __m256i sc16;  // the 16 group scales as int16
+  };
+  static Row row(const uint8_t* blk, const Scales& s) { return {_mm256_set1_ps(f16_at(blk + 208)), _mm256_cvtepi8_epi16(s.sc8)}; }
   // acc += (isum - 32 * off) * (d * dx) lane-wise; off lane l = sc_2l * xs_2l + sc_2l+1 * xs_2l+1.
-  static __m256 finish(__m256 acc, const uint8_t* blk, const Scales& s, float dx, __m256i isum, const int16_t* xs) {
-    const __m256i off = _mm256_madd_epi16(_mm256_cvtepi8_epi16(s.sc8), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
+  static __m256 finish(__m256 acc, const Row& w, __m256 dx, __m256i isum, const int16_t* xs) {
+    const __m256i off = _mm256_madd_epi16(w.sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
     const __m256i lanes = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
-    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_set1_ps(half_to_float(blk + 208) * dx), acc);
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(w.d, dx), acc);
   }
 };
 
 // isum += sc * (u . x) in 8 int32 lanes of 4 products: maddubs gives the pair sums (|u| <= 63, |x| <= 127:
 // at most 16002, no saturation), then a multiply-add of pairs with the int16 scale lanes.
 struct MaddScaledDot {
+  static __m256i first(__m256i u, __m256i x, __m256i scale) { return _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), scale); }
   static __m256i acc(__m256i isum, __m256i u, __m256i x, __m256i scale) {
     return _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), scale));
   }
@@ -215,6 +153,7 @@ struct MaddScaledDot {
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
 struct VnniScaledDot {  // the same with the multiply-add and the accumulation in one vpdpwssd
+  static __m256i first(__m256i u, __m256i x, __m256i scale) { return MaddScaledDot::first(u, x, scale); }
   static __m256i acc(__m256i isum, __m256i u, __m256i x, __m256i scale) {
     return _mm256_dpwssd_epi32(isum, _mm256_maddubs_epi16(u, x), scale);
   }
@@ -253,13 +192,7 @@ struct KQuantKernel {
       typename Format::Scales sc[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) sc[r] = Format::scales(w + r * a.w_row_bytes + b * Format::kBytes);
-      __m256i isum[R][T][kChains];
-#pragma GCC unroll 8
-      for (int r = 0; r < R; ++r)
-#pragma GCC unroll 4
-        for (int t = 0; t < T; ++t)
-#pragma GCC unroll 2
-          for (int c = 0; c < kChains; ++c) isum[r][t][c] = _mm256_setzero_si256();
+      __m256i isum[R][T][kChains];  // chain c: the chunks k with k % kChains == c
 #pragma GCC unroll 8
       for (int k = 0; k < 8; ++k) {
         __m256i xv[T];
@@ -272,17 +205,23 @@ struct KQuantKernel {
           const __m256i u = Format::quants(blk, k);
           const __m256i scale = Format::chunk_scale(sc[r], k);
 #pragma GCC unroll 4
-          for (int t = 0; t < T; ++t) isum[r][t][k % kChains] = Dot::acc(isum[r][t][k % kChains], u, xv[t], scale);
+          for (int t = 0; t < T; ++t) {
+            __m256i& s = isum[r][t][k % kChains];
+            s = k < kChains ? Dot::first(u, xv[t], scale) : Dot::acc(s, u, xv[t], scale);
+          }
         }
       }
+      __m256 dx[T];
+#pragma GCC unroll 4
+      for (int t = 0; t < T; ++t) dx[t] = _mm256_broadcast_ss(xd + t * num_blocks + b);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
+        const typename Format::Row row = Format::row(w + r * a.w_row_bytes + b * Format::kBytes, sc[r]);
 #pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           __m256i lanes = isum[r][t][0];
           if constexpr (kChains == 2) lanes = _mm256_add_epi32(lanes, isum[r][t][1]);
-          acc[r][t] = Format::finish(acc[r][t], blk, sc[r], xd[t * num_blocks + b], lanes, xs + t * (a.cols / 16) + 16 * b);
+          acc[r][t] = Format::finish(acc[r][t], row, dx[t], lanes, xs + t * (a.cols / 16) + 16 * b);
         }
       }
     }
@@ -290,18 +229,19 @@ struct KQuantKernel {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int t = 0; t < T; ++t) y[t * a.rows + r] = reduce_add_ps(acc[r][t]);
+      for (int t = 0; t < T; ++t) y[t * a.rows + r] = reduce_add_256(acc[r][t]);
   }
 };
 
-// Runs the kernel of a.dtype (Q4_0 .. Q6_K): the legacy types with dot product Dot, the K-quants with ScaledDot.
+// Runs the kernel of a.dtype (Q4_0 .. Q6_K): the legacy types with Block32Kernel's dot product Dot (MaddubsDot,
+// VnniDot), the K-quants with ScaledDot.
 template <class Dot, class ScaledDot, int kNumRegs>
 void run_quant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.dtype) {
-    case DType::Q4_0: run_tiled<LegacyKernel<LegacyFormat<false, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q4_1: run_tiled<LegacyKernel<LegacyFormat<true, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q5_0: run_tiled<LegacyKernel<LegacyFormat<false, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q5_1: run_tiled<LegacyKernel<LegacyFormat<true, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q4_0: run_tiled<Block32Kernel<LegacyFormat<false, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q4_1: run_tiled<Block32Kernel<LegacyFormat<true, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q5_0: run_tiled<Block32Kernel<LegacyFormat<false, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q5_1: run_tiled<Block32Kernel<LegacyFormat<true, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q4_K: run_tiled<KQuantKernel<Q45KFormat<false>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q5_K: run_tiled<KQuantKernel<Q45KFormat<true>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q6_K: run_tiled<KQuantKernel<Q6KFormat, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;

@@ -85,7 +85,7 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
         }
         if (has_min) msum += load_f16(blk + 2) * xm[b];
       }
-      a.y[t * a.rows + r] = legacy_finish(legacy_reduce(acc), msum);
+      a.y[t * a.rows + r] = has_min ? legacy_finish(legacy_reduce(acc), msum) : legacy_reduce(acc);
     }
   }
 }
