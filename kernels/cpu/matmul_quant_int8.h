@@ -58,6 +58,50 @@ struct LegacyFormat {
   static float min(const uint8_t* blk) { return f16_at(blk + 2); }
 };
 
+// What a Q4_0 .. Q5_1 block unpacks to for a prefill: its f16 scale (and min) as stored, then its 32 signed
+// quants as int8 (a Q8_0 block, plus the min).
+template <bool kMin>
+struct UnpackedFormat {
+  static constexpr int kBytes = 2 + (kMin ? 2 : 0) + 32;
+  static constexpr bool kHasMin = kMin;
+  static __m256i quants(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBytes - 32)); }
+  static float min(const uint8_t* blk) { return f16_at(blk + 2); }
+};
+
+// A legacy-format matmul. With more than one token tile, the rows are unpacked (UnpackedFormat) a few at a
+// time into a scratch buffer on the stack, so each block is unpacked once instead of once per token tile;
+// the kernel then computes the same integers and floats from it.
+template <class Format, class Dot, int kNumRegs>
+void run_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  using Unpacked = UnpackedFormat<Format::kHasMin>;
+  constexpr int64_t kScratchBytes = 64 << 10;
+  const int64_t num_blocks = a.cols / 32;
+  const int64_t unpacked_row_bytes = num_blocks * Unpacked::kBytes;
+  const int64_t fit = kScratchBytes / unpacked_row_bytes;  // no std:: templates here (see matmul_kernels.h)
+  const int64_t rows_per_pass = fit < kRowBlock ? fit : kRowBlock;
+  if (a.num_tokens <= kTokenTile || rows_per_pass == 0) {
+    run_tiled<Block32Kernel<Format, Dot, kNumRegs>>(a, row_begin, row_end);
+    return;
+  }
+  alignas(64) uint8_t scratch[kScratchBytes];
+  MatmulArgs u = a;
+  u.w = scratch;
+  u.w_row_bytes = unpacked_row_bytes;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += rows_per_pass) {
+    const int64_t num_rows = row_end - r0 < rows_per_pass ? row_end - r0 : rows_per_pass;
+    for (int64_t r = 0; r < num_rows; ++r) {
+      const uint8_t* src = a.w + (r0 + r) * a.w_row_bytes;
+      uint8_t* dst = scratch + r * unpacked_row_bytes;
+      for (int64_t b = 0; b < num_blocks; ++b, src += Format::kBytes, dst += Unpacked::kBytes) {
+        __builtin_memcpy(dst, src, Unpacked::kBytes - 32);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + Unpacked::kBytes - 32), Format::quants(src));
+      }
+    }
+    u.y = a.y + r0;  // row r of the scratch is output row r0 + r; the row stride of y stays a.rows
+    run_tiled<Block32Kernel<Unpacked, Dot, kNumRegs>>(u, 0, num_rows);
+  }
+}
+
 // Q4_K / Q5_K super-block of 256: chunk k (32 quants) is sub-block k with 6-bit scale sc_k and min m_k.
 template <bool kFiveBit>
 struct Q45KFormat {
@@ -238,10 +282,10 @@ struct KQuantKernel {
 template <class Dot, class ScaledDot, int kNumRegs>
 void run_quant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.dtype) {
-    case DType::Q4_0: run_tiled<Block32Kernel<LegacyFormat<false, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q4_1: run_tiled<Block32Kernel<LegacyFormat<true, false>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q5_0: run_tiled<Block32Kernel<LegacyFormat<false, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q5_1: run_tiled<Block32Kernel<LegacyFormat<true, true>, Dot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q4_0: run_legacy<LegacyFormat<false, false>, Dot, kNumRegs>(a, row_begin, row_end); return;
+    case DType::Q4_1: run_legacy<LegacyFormat<true, false>, Dot, kNumRegs>(a, row_begin, row_end); return;
+    case DType::Q5_0: run_legacy<LegacyFormat<false, true>, Dot, kNumRegs>(a, row_begin, row_end); return;
+    case DType::Q5_1: run_legacy<LegacyFormat<true, true>, Dot, kNumRegs>(a, row_begin, row_end); return;
     case DType::Q4_K: run_tiled<KQuantKernel<Q45KFormat<false>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q5_K: run_tiled<KQuantKernel<Q45KFormat<true>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
     case DType::Q6_K: run_tiled<KQuantKernel<Q6KFormat, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
