@@ -31,6 +31,8 @@ struct EngineConfig {
   // Stall-free batching: while sequences decode, prompt chunks are cut so a step's predicted time stays
   // under this many ms (the cost of a step is learned from the steps measured). 0: off.
   double max_step_ms = 0;
+  // Which prompts a step's prompt budget goes to first (prefill_order.h).
+  PrefillOrder prefill_order = PrefillOrder::kFcfs;
   // NOTE: a test hook: the step cost the scheduler plans with, instead of the learned one.
   std::optional<StepCost> fixed_step_cost;
   int debug_step_delay_ms = 0;  // a test hook: the engine thread sleeps this long after every step
