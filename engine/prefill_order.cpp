@@ -50,8 +50,16 @@ PrefillPlan plan_short_first(std::span<const PrefillCandidate> cands, const Pref
 
   int tokens = b.num_tokens, seqs = b.num_seqs, admissions = b.num_admissions;
   double ms = b.ms;
+  size_t first_unfinished = 0;  // the oldest candidate not given its whole remaining prompt (moves forward)
+  auto older_unfinished = [&](int idx) {
+    while (first_unfinished < cands.size() &&
+           plan.num_tokens[first_unfinished] == cands[first_unfinished].num_uncomputed)
+      ++first_unfinished;
+    return first_unfinished < size_t(idx);
+  };
   for (int idx : order) {
     const PrefillCandidate& c = cands[size_t(idx)];
+    if (c.waiting && !c.may_pass && older_unfinished(idx)) continue;
     const bool is_head = idx == 0;
     // What this candidate may use: everything for the head, the rest less the head's share otherwise.
     const bool hold = head_pending && !is_head;

@@ -8,7 +8,8 @@
 //   any shorter prompt is served, so the oldest prompt progresses every step and every prompt, once it is
 //   the oldest, finishes within ceil(remaining / minimum chunk) steps. Ties stay first come, first served.
 //   The time budget and the token budget are spent in that order, each prompt taking the largest chunk
-//   that fits what is left.
+//   that fits what is left. A waiting prompt whose may_pass is false is admitted only in a step that
+//   completes every older prompt first, as fcfs would admit it.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -32,6 +33,9 @@ struct PrefillCandidate {
   int64_t num_computed = 0;  // tokens already in the cache: the chunk's attention past
   int num_uncomputed = 0;    // prompt (or recomputation) tokens left, >= 1
   bool waiting = false;      // not admitted yet: it takes one of the step's admissions
+  // Waiting only: it may be admitted while an older candidate's prompt is not all planned (the
+  // scheduler's KV test).
+  bool may_pass = true;
 };
 
 // What a step has left for prompt chunks once the decoding sequences are served.

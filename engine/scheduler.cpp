@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace inflight::engine {
 
@@ -118,7 +119,7 @@ int Scheduler::prefill_chunk(const Sequence* seq, int token_cap, const PrefillAl
 void Scheduler::plan_prefill(const PrefillAllowance& a) {
   planned_running_.clear();
   planned_admissions_.clear();
-  std::vector<PrefillCandidate> cands;  // oldest first: running prompts in admission order, then waiting
+  std::vector<PrefillCandidate> cands;  // running prompts in admission order, then waiting ones
   std::vector<Sequence*> seqs;          // [cands.size()]
   int num_tokens = config_.max_num_batched_tokens, num_seqs = config_.max_num_seqs;
   for (Sequence* s : running_) {
@@ -133,11 +134,29 @@ void Scheduler::plan_prefill(const PrefillAllowance& a) {
   const int num_admissions = std::max(0, config_.max_num_seqs - int(running_.size()));
   // NOTE: only the oldest max_num_seqs waiting sequences are looked at, so a step's plan costs the same
   // however long the queue grows.
+  // A waiting sequence passes older prompts only while the pool holds what every running sequence, every
+  // older waiting one and itself may still take: passing then never causes a preemption.
+  int64_t need_blocks = 0;
+  for (const Sequence* s : running_) need_blocks += blocks_to_finish(s);
   for (size_t i = 0; num_admissions > 0 && i < waiting_.size() && i < size_t(config_.max_num_seqs); ++i) {
     Sequence* s = waiting_[i];
-    cands.push_back({s->num_computed, s->num_uncomputed(), true});
+    need_blocks += blocks_to_finish(s);
+    cands.push_back({s->num_computed, s->num_uncomputed(), true, need_blocks <= kv_.pool().num_free()});
     seqs.push_back(s);
   }
+  // Oldest first by arrival: running prompts admitted out of order (short-first) keep their place.
+  std::vector<size_t> by_arrival(cands.size());
+  std::iota(by_arrival.begin(), by_arrival.end(), size_t(0));
+  std::stable_sort(by_arrival.begin(), by_arrival.end(),
+                   [&](size_t a, size_t b) { return seqs[a]->request->arrival < seqs[b]->request->arrival; });
+  std::vector<PrefillCandidate> sorted_cands;
+  std::vector<Sequence*> sorted_seqs;
+  for (size_t k : by_arrival) {
+    sorted_cands.push_back(cands[k]);
+    sorted_seqs.push_back(seqs[k]);
+  }
+  cands.swap(sorted_cands);
+  seqs.swap(sorted_seqs);
   const PrefillBudget budget{.num_tokens = std::max(num_tokens, 0),
                              .num_seqs = std::max(num_seqs, 0),
                              .num_admissions = num_admissions,
@@ -169,12 +188,6 @@ int64_t Scheduler::blocks_to_finish(const Sequence* seq) const {
   // yet becomes `width` sequences, each with its own generated blocks.
   if (r->forked) return own + 1;
   return own + int64_t(width - 1) * ((max_tokens + bs - 1) / bs + 1);
-}
-
-bool Scheduler::room_to_finish(const Sequence* seq) const {
-  int64_t need = blocks_to_finish(seq);
-  for (const Sequence* s : running_) need += blocks_to_finish(s);
-  return need <= kv_.pool().num_free();
 }
 
 bool Scheduler::schedule(SchedulerOutput* out) {
@@ -276,12 +289,8 @@ bool Scheduler::schedule(SchedulerOutput* out) {
       if (!admit(waiting_.front(), -1)) break;
     }
   } else {
-    for (const auto& [seq, n] : planned_admissions_) {
-      if (!can_admit()) break;
-      // Ahead of an older waiting sequence only while nothing running could be preempted for it.
-      if (seq != waiting_.front() && !room_to_finish(seq)) continue;
-      if (!admit(seq, n)) break;
-    }
+    for (const auto& [seq, n] : planned_admissions_)
+      if (!can_admit() || !admit(seq, n)) break;
   }
 
   if (out->seqs.empty()) return false;

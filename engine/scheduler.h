@@ -16,9 +16,9 @@
 // max_num_seqs waiting ones gives the shortest remaining prompts their chunks first while the oldest
 // prompt keeps at least min_prefill_chunk tokens a step. Allocation and preemption do not change: the
 // running sequences allocate first, oldest first, and preempt the newest when blocks run out; a waiting
-// prompt never preempts. A waiting prompt admitted ahead of an older waiting one must leave the KV pool
-// room for every running sequence and itself to reach max_tokens (TensorRT-LLM's guaranteed-no-evict
-// test), so passing the queue can never cause a preemption; otherwise it waits its turn.
+// prompt never preempts. A waiting prompt admitted before an older prompt is all computed needs a KV
+// pool that holds every running sequence, every older waiting one and itself up to max_tokens
+// (TensorRT-LLM's guaranteed-no-evict test), so passing never causes a preemption; else it waits its turn.
 #pragma once
 #include <cstdint>
 #include <deque>
@@ -106,8 +106,6 @@ class Scheduler {
   int planned_tokens(const Sequence* seq) const;  // a running sequence's planned chunk; 0: none
   // KV blocks `seq` may still take before it ends (max_tokens generated, forks included).
   int64_t blocks_to_finish(const Sequence* seq) const;
-  // Whether the pool holds what every running sequence and `seq` may still take.
-  bool room_to_finish(const Sequence* seq) const;
 
   bool allocate(Sequence* seq, int num_tokens);
   void preempt(Sequence* victim);
