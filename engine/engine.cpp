@@ -70,6 +70,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, Eng
   if (config_.fixed_step_cost) scheduler_.set_step_cost(*config_.fixed_step_cost);
   stats_.step_cost = scheduler_.step_cost();
   stats_.max_step_ms = config_.max_step_ms;
+  stats_.prefill_order = config_.prefill_order;
   thread_ = std::thread([this] { loop(); });
 }
 

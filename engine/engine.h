@@ -75,6 +75,7 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   uint64_t num_steps = 0;
   double max_step_ms = 0;         // the step-time budget (EngineConfig); 0: off
+  PrefillOrder prefill_order = PrefillOrder::kFcfs;  // (EngineConfig)
   StepCost step_cost;             // what the scheduler plans the next step with (learned or fixed)
   std::map<std::string, uint64_t> finished_by_reason;  // "stop", "length", "cancelled", "error"
 };
