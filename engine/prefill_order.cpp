@@ -42,6 +42,7 @@ PrefillPlan plan_short_first(std::span<const PrefillCandidate> cands, const Pref
   const int reserve_tokens = head_servable ? std::min({b.min_chunk, head.num_uncomputed, b.num_tokens}) : 0;
   const double reserve_ms = b.timed ? cost.prefill_ms(head.num_computed, reserve_tokens) : 0;
   bool head_pending = reserve_tokens > 0;
+  bool shortest_pending = true;  // the first other candidate served gets the minimum chunk too
 
   std::vector<int> order(cands.size());  // shortest remaining first; ties oldest first
   std::iota(order.begin(), order.end(), 0);
@@ -72,6 +73,7 @@ PrefillPlan plan_short_first(std::span<const PrefillCandidate> cands, const Pref
     if (cap <= 0) continue;
     int n = b.timed ? largest_chunk_within(cost, c.num_computed, cap, ms_free) : cap;
     if (is_head) n = std::max(n, std::min(reserve_tokens, cap));
+    else if (shortest_pending) n = std::max(n, std::min(b.min_chunk, cap));
     if (n <= 0) continue;
     plan.num_tokens[size_t(idx)] = n;
     plan.order.push_back(idx);
@@ -80,6 +82,7 @@ PrefillPlan plan_short_first(std::span<const PrefillCandidate> cands, const Pref
     if (c.waiting) admissions -= 1;
     if (b.timed) ms -= cost.prefill_ms(c.num_computed, n);
     if (is_head) head_pending = false;
+    else shortest_pending = false;
   }
   return plan;
 }

@@ -8,7 +8,9 @@
 //   any shorter prompt is served, so the oldest prompt progresses every step and every prompt, once it is
 //   the oldest, finishes within ceil(remaining / minimum chunk) steps. Ties stay first come, first served.
 //   The time budget and the token budget are spent in that order, each prompt taking the largest chunk
-//   that fits what is left. A waiting prompt whose may_pass is false is admitted only in a step that
+//   that fits what is left; the shortest prompt served besides the oldest also gets at least the minimum
+//   chunk, so short prompts keep moving when the decoding sequences leave (almost) no time: a step then
+//   exceeds the budget by at most two minimum chunks (fcfs: one). A waiting prompt whose may_pass is false is admitted only in a step that
 //   completes every older prompt first, as fcfs would admit it.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,6 @@
 // The short-first plan on its own: the shortest remaining prompt first, the oldest prompt's minimum chunk
-// set aside before anyone else is served, the sequence and admission limits, the KV test's may_pass.
+// set aside before anyone else is served (and the shortest one's given), the sequence and admission limits,
+// the KV test's may_pass.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -45,17 +46,23 @@ TEST_SUITE("prefill_order") {
     CHECK(t.num_tokens == std::vector<int>{32, 28, 20, 20});
   }
 
-  TEST_CASE("a budget the shorter prompts alone exceed still gives the oldest its minimum chunk, and no more") {
-    const std::vector<PrefillCandidate> c = {{0, 1000, false}, {0, 50, true}};
+  TEST_CASE("with (almost) no time left the oldest and the shortest prompt still get the minimum chunk, no one else") {
+    const std::vector<PrefillCandidate> c = {{0, 1000, false}, {0, 50, true}, {0, 60, true}};
+    // 10 ms: 80 tokens; 32 set aside for the oldest, 48 for the shortest, nothing for the 60-token one.
     const auto p = plan_short_first(c, {.num_tokens = 2048, .num_seqs = 8, .num_admissions = 8, .timed = true,
-                                        .ms = 6.25, .min_chunk = 32},
+                                        .ms = 10.0, .min_chunk = 32},
                                     kPerToken);
-    CHECK(p.num_tokens == std::vector<int>{32, 18});
-    // Nothing left at all: only the oldest moves, by the minimum chunk.
+    CHECK(p.num_tokens == std::vector<int>{32, 48, 0});
+    // 6.25 ms: 50 tokens, 18 of them for the shortest, lifted to the minimum chunk.
+    const auto little = plan_short_first(c, {.num_tokens = 2048, .num_seqs = 8, .num_admissions = 8, .timed = true,
+                                             .ms = 6.25, .min_chunk = 32},
+                                         kPerToken);
+    CHECK(little.num_tokens == std::vector<int>{32, 32, 0});
     const auto none = plan_short_first(c, {.num_tokens = 2048, .num_seqs = 8, .num_admissions = 8, .timed = true,
                                            .ms = -3.0, .min_chunk = 32},
                                        kPerToken);
-    CHECK(none.num_tokens == std::vector<int>{32, 0});
+    CHECK(none.num_tokens == std::vector<int>{32, 32, 0});
+    CHECK(none.order == std::vector<int>{1, 0});
   }
 
   TEST_CASE("the sequence and admission limits keep a place for the oldest prompt") {
