@@ -14,7 +14,7 @@
 // sequences goes to. fcfs: running prompts in admission order, then waiting ones in arrival order,
 // stopping at the first that gets nothing. short-first: one plan over the running prompts and the oldest
 // max_num_seqs waiting ones gives the shortest remaining prompts their chunks first while the oldest
-// prompt keeps at least min_prefill_chunk tokens a step. Allocation and preemption do not change: the
+// prompt keeps at least min_prefill_chunk tokens a step (and so does the shortest). Allocation and preemption do not change: the
 // running sequences allocate first, oldest first, and preempt the newest when blocks run out; a waiting
 // prompt never preempts. A waiting prompt admitted before an older prompt is all computed needs a KV
 // pool that holds every running sequence, every older waiting one and itself up to max_tokens

@@ -2,6 +2,8 @@
 // where the step asked for logits). With a step-time budget and an injected step cost, a long prompt is
 // split into chunks whose predicted step cost stays under the budget while every decoding stream gets a
 // token each step; the minimum chunk keeps a prompt moving under any budget; budget 0 is today's schedule.
+// With the short-first prefill order a short prompt behind a long one starts at once, the oldest prompt
+// still moves every step, and passing a prompt never costs a preemption that fcfs would not make.
 #include <doctest/doctest.h>
 
 #include <map>
