@@ -132,10 +132,10 @@ void Scheduler::plan_prefill(const PrefillAllowance& a) {
     seqs.push_back(s);
   }
   const int num_admissions = std::max(0, config_.max_num_seqs - int(running_.size()));
-  // NOTE: only the oldest max_num_seqs waiting sequences are looked at, so a step's plan costs the same
-  // however long the queue grows.
   // A waiting sequence passes older prompts only while the pool holds what every running sequence, every
   // older waiting one and itself may still take: passing then never causes a preemption.
+  // NOTE: only the oldest max_num_seqs waiting sequences are looked at, so a step's plan costs the same
+  // however long the queue grows.
   int64_t need_blocks = 0;
   for (const Sequence* s : running_) need_blocks += blocks_to_finish(s);
   for (size_t i = 0; num_admissions > 0 && i < waiting_.size() && i < size_t(config_.max_num_seqs); ++i) {

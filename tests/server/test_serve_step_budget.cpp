@@ -81,8 +81,8 @@ bool long_prompt_still_running_when_short_one_answers(const char* prefill_order)
   ServerProcess server({"--model", stories_gguf(), "--kv-cache-memory", "16M", "--max-num-batched-tokens", "512",
                         "--max-step-ms", "6", "--prefill-order", prefill_order},
                        // ms: 1 per step, 0.1 per prompt token, 1 per decoding sequence: 40 prompt tokens a step
-                       // beside the stream, 20 ms a step: the long prompt takes 10 steps or more.
-                       {"INFLIGHT_DEBUG_STEP_DELAY_MS=20", "INFLIGHT_DEBUG_STEP_COST=1,0.1,1,0"});
+                       // beside the stream, 40 ms a step: the long prompt takes 10 steps (0.4 s) or more.
+                       {"INFLIGHT_DEBUG_STEP_DELAY_MS=40", "INFLIGHT_DEBUG_STEP_COST=1,0.1,1,0"});
   REQUIRE_MESSAGE(server.wait_ready(), server.log());
   const uint16_t port = server.port();
   Connection stream(port);
