@@ -121,6 +121,7 @@ void load(const ServerConfig& config, ServedModel* served) {
   engine_config.max_num_seqs = config.max_num_seqs;
   engine_config.max_num_batched_tokens = config.max_num_batched_tokens;
   engine_config.max_step_ms = config.max_step_ms;
+  engine::parse_prefill_order(config.prefill_order, &engine_config.prefill_order);  // validated with the config
   engine_config.max_model_len = max_model_len;
   engine_config.max_queue = config.max_queue;
   engine_config.enable_prefix_caching = config.enable_prefix_caching;
@@ -264,6 +265,10 @@ void add_serve_command(CLI::App& app) {
   add_flag_option<&ServerConfig::max_step_ms>(cmd, *flags, "--max-step-ms", v.max_step_ms,
                                               "Target ms of a step while sequences decode: prompt chunks are cut to "
                                               "fit (0 = off; default 150)");
+  add_flag_option<&ServerConfig::prefill_order>(cmd, *flags, "--prefill-order", v.prefill_order,
+                                                "Which prompts a step prefills first: fcfs, or short-first (the "
+                                                "shortest remaining first; the oldest still moves every step) "
+                                                "(default short-first)");
   add_flag_option<&ServerConfig::max_model_len>(cmd, *flags, "--max-model-len", v.max_model_len,
                                                 "Prompt + generated tokens per sequence (default: the model's context)");
   add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,

@@ -17,6 +17,7 @@ readonly FLAG_OF_VARIABLE=(
   INFLIGHT_MAX_NUM_SEQS=--max-num-seqs
   INFLIGHT_MAX_NUM_BATCHED_TOKENS=--max-num-batched-tokens
   INFLIGHT_MAX_STEP_MS=--max-step-ms
+  INFLIGHT_PREFILL_ORDER=--prefill-order
   INFLIGHT_MAX_MODEL_LEN=--max-model-len
   INFLIGHT_KV_CACHE_DTYPE=--kv-cache-dtype
   INFLIGHT_KV_QUANT_GROUP=--kv-quant-group

@@ -60,7 +60,8 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, Eng
       scheduler_({.max_num_seqs = config.max_num_seqs,
                   .max_num_batched_tokens = config.max_num_batched_tokens,
                   .enable_prefix_caching = config.enable_prefix_caching,
-                  .max_step_ms = config.max_step_ms},
+                  .max_step_ms = config.max_step_ms,
+                  .prefill_order = config.prefill_order},
                  kv) {
   if (config_.max_model_len <= 0 || config_.max_model_len > model.config().max_seq_len)
     config_.max_model_len = model.config().max_seq_len;
@@ -69,6 +70,7 @@ Engine::Engine(Model& model, const Tokenizer& tokenizer, cache::KvCache& kv, Eng
   if (config_.fixed_step_cost) scheduler_.set_step_cost(*config_.fixed_step_cost);
   stats_.step_cost = scheduler_.step_cost();
   stats_.max_step_ms = config_.max_step_ms;
+  stats_.prefill_order = config_.prefill_order;
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -31,6 +31,8 @@ struct EngineConfig {
   // Stall-free batching: while sequences decode, prompt chunks are cut so a step's predicted time stays
   // under this many ms (the cost of a step is learned from the steps measured). 0: off.
   double max_step_ms = 0;
+  // Which prompts a step's prompt budget goes to first (prefill_order.h).
+  PrefillOrder prefill_order = PrefillOrder::kFcfs;
   // NOTE: a test hook: the step cost the scheduler plans with, instead of the learned one.
   std::optional<StepCost> fixed_step_cost;
   int debug_step_delay_ms = 0;  // a test hook: the engine thread sleeps this long after every step
@@ -73,6 +75,7 @@ struct EngineStats {
   uint64_t generated_tokens = 0;
   uint64_t num_steps = 0;
   double max_step_ms = 0;         // the step-time budget (EngineConfig); 0: off
+  PrefillOrder prefill_order = PrefillOrder::kFcfs;  // (EngineConfig)
   StepCost step_cost;             // what the scheduler plans the next step with (learned or fixed)
   std::map<std::string, uint64_t> finished_by_reason;  // "stop", "length", "cancelled", "error"
 };

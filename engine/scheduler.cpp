@@ -1,6 +1,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <numeric>
 
 namespace inflight::engine {
 
@@ -110,15 +111,83 @@ Scheduler::PrefillAllowance Scheduler::plan_allowance() const {
 int Scheduler::prefill_chunk(const Sequence* seq, int token_cap, const PrefillAllowance& a) const {
   const int cap = std::min(seq->num_uncomputed(), token_cap);
   if (cap <= 0 || !a.limited) return std::max(cap, 0);
-  // The largest chunk whose predicted cost fits what is left (the cost grows with n).
-  int lo = 0, hi = cap;
-  while (lo < hi) {
-    const int mid = lo + (hi - lo + 1) / 2;
-    if (step_cost_.prefill_ms(seq->num_computed, mid) <= a.ms) lo = mid;
-    else hi = mid - 1;
-  }
+  int lo = largest_chunk_within(step_cost_, seq->num_computed, cap, a.ms);
   if (!a.any_prefill) lo = std::max(lo, std::min(config_.min_prefill_chunk, cap));
   return lo;
+}
+
+void Scheduler::plan_prefill(const PrefillAllowance& a) {
+  planned_running_.clear();
+  planned_admissions_.clear();
+  std::vector<PrefillCandidate> cands;  // running prompts in admission order, then waiting ones
+  std::vector<Sequence*> seqs;          // [cands.size()]
+  int num_tokens = config_.max_num_batched_tokens, num_seqs = config_.max_num_seqs;
+  for (Sequence* s : running_) {
+    if ((s->request->is_beam() && s->request->forked) || is_decoding(s)) {  // served before any prompt
+      num_tokens -= s->num_uncomputed();
+      num_seqs -= 1;
+      continue;
+    }
+    cands.push_back({s->num_computed, s->num_uncomputed(), false});
+    seqs.push_back(s);
+  }
+  const int num_admissions = std::max(0, config_.max_num_seqs - int(running_.size()));
+  // A waiting sequence passes older prompts only while the pool holds what every running sequence, every
+  // older waiting one and itself may still take: passing then never causes a preemption.
+  // NOTE: only the oldest max_num_seqs waiting sequences are looked at, so a step's plan costs the same
+  // however long the queue grows.
+  int64_t need_blocks = 0;
+  for (const Sequence* s : running_) need_blocks += blocks_to_finish(s);
+  for (size_t i = 0; num_admissions > 0 && i < waiting_.size() && i < size_t(config_.max_num_seqs); ++i) {
+    Sequence* s = waiting_[i];
+    need_blocks += blocks_to_finish(s);
+    cands.push_back({s->num_computed, s->num_uncomputed(), true, need_blocks <= kv_.pool().num_free()});
+    seqs.push_back(s);
+  }
+  // Oldest first by arrival: running prompts admitted out of order (short-first) keep their place.
+  std::vector<size_t> by_arrival(cands.size());
+  std::iota(by_arrival.begin(), by_arrival.end(), size_t(0));
+  std::stable_sort(by_arrival.begin(), by_arrival.end(),
+                   [&](size_t a, size_t b) { return seqs[a]->request->arrival < seqs[b]->request->arrival; });
+  std::vector<PrefillCandidate> sorted_cands;
+  std::vector<Sequence*> sorted_seqs;
+  for (size_t k : by_arrival) {
+    sorted_cands.push_back(cands[k]);
+    sorted_seqs.push_back(seqs[k]);
+  }
+  cands.swap(sorted_cands);
+  seqs.swap(sorted_seqs);
+  const PrefillBudget budget{.num_tokens = std::max(num_tokens, 0),
+                             .num_seqs = std::max(num_seqs, 0),
+                             .num_admissions = num_admissions,
+                             .timed = a.limited,
+                             .ms = a.ms,
+                             .min_chunk = config_.min_prefill_chunk};
+  const PrefillPlan plan = plan_short_first(cands, budget, step_cost_);
+  for (int idx : plan.order) {
+    const int n = plan.num_tokens[size_t(idx)];
+    if (cands[size_t(idx)].waiting) planned_admissions_.emplace_back(seqs[size_t(idx)], n);
+    else planned_running_.emplace_back(seqs[size_t(idx)], n);
+  }
+}
+
+int Scheduler::planned_tokens(const Sequence* seq) const {
+  for (const auto& [s, n] : planned_running_)
+    if (s == seq) return n;
+  return 0;
+}
+
+int64_t Scheduler::blocks_to_finish(const Sequence* seq) const {
+  const int bs = kv_.config().block_size;
+  const RequestState* r = seq->request;
+  const int64_t max_tokens = r->request.stop.max_tokens;
+  const int64_t own = std::max<int64_t>((r->num_prompt() + max_tokens + bs - 1) / bs - seq->table.num_blocks(), 0);
+  const int width = r->is_beam() ? r->request.beam_width : r->num_choices();
+  if (width <= 1) return own;
+  // A forked sequence copies the shared last prompt block when it first writes it; a root not forked
+  // yet becomes `width` sequences, each with its own generated blocks.
+  if (r->forked) return own + 1;
+  return own + int64_t(width - 1) * ((max_tokens + bs - 1) / bs + 1);
 }
 
 bool Scheduler::schedule(SchedulerOutput* out) {
@@ -127,6 +196,8 @@ bool Scheduler::schedule(SchedulerOutput* out) {
   bool preempted = false;
   // Budget 0: no allowance limits prompt chunks and no tokens are held back for decoding sequences.
   PrefillAllowance allowance = plan_allowance();
+  const bool short_first = config_.prefill_order == PrefillOrder::kShortFirst;
+  if (short_first) plan_prefill(allowance);
   auto take_prefill = [&](const Sequence* seq, int n) {
     allowance.ms -= step_cost_.prefill_ms(seq->num_computed, n);
     allowance.any_prefill = true;
@@ -147,8 +218,9 @@ bool Scheduler::schedule(SchedulerOutput* out) {
     const bool decoding = !whole && is_decoding(seq);
     int num_tokens = 0;
     if (!whole) {
-      num_tokens = decoding ? std::min(seq->num_uncomputed(), budget)
-                            : prefill_chunk(seq, budget - allowance.num_decode_left, allowance);
+      if (decoding) num_tokens = std::min(seq->num_uncomputed(), budget);
+      else if (short_first) num_tokens = std::max(0, std::min(planned_tokens(seq), budget - allowance.num_decode_left));
+      else num_tokens = prefill_chunk(seq, budget - allowance.num_decode_left, allowance);
       if (num_tokens == 0) {  // out of step time: the prompt goes on next step, decoders still run
         i = group_end;
         continue;
@@ -181,17 +253,23 @@ bool Scheduler::schedule(SchedulerOutput* out) {
     i = group_end;
   }
 
-  // Then waiting sequences, first come first served, unless this step had to preempt.
-  while (!preempted && !waiting_.empty() && budget > 0 && int(out->seqs.size()) < config_.max_num_seqs &&
-         int(running_.size()) < config_.max_num_seqs) {
-    Sequence* seq = waiting_.front();
+  // Then waiting sequences, unless this step had to preempt.
+  auto can_admit = [&] {
+    return !preempted && budget > 0 && int(out->seqs.size()) < config_.max_num_seqs &&
+           int(running_.size()) < config_.max_num_seqs;
+  };
+  // Admits `seq` with its planned chunk, at most (-1: the chunk fcfs gives, sized after the prefix cache
+  // lookup); false (and `seq` left waiting) when it gets none or its blocks do not fit.
+  auto admit = [&](Sequence* seq, int planned) {
     const int matched = match_prefix(seq);
-    const int n = prefill_chunk(seq, budget - allowance.num_decode_left, allowance);
-    if (n == 0 || !allocate(seq, n)) {  // later: step time left next step, or blocks freed by others
+    const int token_cap = budget - allowance.num_decode_left;
+    const int n = planned < 0 ? prefill_chunk(seq, token_cap, allowance)
+                              : std::min({planned, seq->num_uncomputed(), token_cap});
+    if (n <= 0 || !allocate(seq, n)) {  // later: step time left next step, or blocks freed by others
       seq->table.release(kv_.pool());
       seq->num_computed = 0;
       seq->num_cached_blocks = 0;
-      break;
+      return false;
     }
     if (matched >= 0) {
       counters_.prefix_query_tokens += uint64_t(seq->tokens.size());
@@ -199,10 +277,20 @@ bool Scheduler::schedule(SchedulerOutput* out) {
       if (seq->index == 0 && !seq->request->forked) seq->request->usage.cached_tokens = matched;
     }
     take_prefill(seq, n);
-    waiting_.pop_front();
+    waiting_.erase(std::find(waiting_.begin(), waiting_.end(), seq));
     running_.push_back(seq);
     out->seqs.push_back({seq, n, seq->num_computed + n == int(seq->tokens.size())});
     budget -= n;
+    return true;
+  };
+  if (!short_first) {
+    // First come, first served: the first that gets no chunk stops the queue.
+    while (can_admit() && !waiting_.empty()) {
+      if (!admit(waiting_.front(), -1)) break;
+    }
+  } else {
+    for (const auto& [seq, n] : planned_admissions_)
+      if (!can_admit() || !admit(seq, n)) break;
   }
 
   if (out->seqs.empty()) return false;

@@ -9,13 +9,25 @@
 // time (a StepCost, learned by the engine or given by a test) stays under the budget; the first prompt
 // in line still gets at least min_prefill_chunk tokens, so no prompt starves. Steps with no decoding
 // sequence have no inter-token latency to protect and fill the token budget as before.
+//
+// The prefill order (prefill_order.h) decides which prompts the budget left after the decoding
+// sequences goes to. fcfs: running prompts in admission order, then waiting ones in arrival order,
+// stopping at the first that gets nothing. short-first: one plan over the running prompts and the oldest
+// max_num_seqs waiting ones gives the shortest remaining prompts their chunks first while the oldest
+// prompt keeps at least min_prefill_chunk tokens a step (and so does the shortest). Allocation and preemption do not change: the
+// running sequences allocate first, oldest first, and preempt the newest when blocks run out; a waiting
+// prompt never preempts. A waiting prompt admitted before an older prompt is all computed needs a KV
+// pool that holds every running sequence, every older waiting one and itself up to max_tokens
+// (TensorRT-LLM's guaranteed-no-evict test), so passing never causes a preemption; else it waits its turn.
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "cache/kv_cache.h"
 #include "engine/batch.h"
+#include "engine/prefill_order.h"
 #include "engine/sequence.h"
 #include "engine/step_cost.h"
 
@@ -29,6 +41,8 @@ struct SchedulerConfig {
   double max_step_ms = 0;
   // Prompt tokens a step computes at least while a prompt waits, whatever the time budget.
   int min_prefill_chunk = 32;
+  // Which prompts a step's prompt budget goes to first (prefill_order.h).
+  PrefillOrder prefill_order = PrefillOrder::kFcfs;
 };
 
 struct ScheduledSeq {
@@ -87,6 +101,11 @@ class Scheduler {
   PrefillAllowance plan_allowance() const;
   // Tokens of the prompt (or recomputation) of `seq` for this step, at most `token_cap`; 0: none fit.
   int prefill_chunk(const Sequence* seq, int token_cap, const PrefillAllowance& a) const;
+  // short-first: plans this step's prompt chunks into planned_running_ and planned_admissions_.
+  void plan_prefill(const PrefillAllowance& a);
+  int planned_tokens(const Sequence* seq) const;  // a running sequence's planned chunk; 0: none
+  // KV blocks `seq` may still take before it ends (max_tokens generated, forks included).
+  int64_t blocks_to_finish(const Sequence* seq) const;
 
   bool allocate(Sequence* seq, int num_tokens);
   void preempt(Sequence* victim);
@@ -102,6 +121,10 @@ class Scheduler {
   std::vector<Sequence*> running_;  // admission order; beams of one request are consecutive
   SchedulerCounters counters_;
   StepCost step_cost_;
+  // short-first, rebuilt by every schedule(): planned chunks of running prompts, and the waiting
+  // sequences to admit, in order, with their chunks.
+  std::vector<std::pair<const Sequence*, int>> planned_running_;
+  std::vector<std::pair<Sequence*, int>> planned_admissions_;
 };
 
 }  // namespace inflight::engine

@@ -46,7 +46,7 @@ struct Sequence {
 
 struct RequestState {
   uint64_t id = 0;
-  uint64_t arrival = 0;  // admission order; newer requests are preempted first
+  uint64_t arrival = 0;  // the order the engine took requests in (the prefill order's oldest first)
   Request request;
   std::vector<std::unique_ptr<Sequence>> seqs;  // one until the prompt is computed, then n or beam_width
   bool forked = false;

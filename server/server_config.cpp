@@ -11,6 +11,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "engine/prefill_order.h"
 #include "kernels/kv_dtype.h"
 #include "server/chat_template.h"
 
@@ -32,6 +33,7 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("max_num_seqs", c.max_num_seqs);
   fn("max_num_batched_tokens", c.max_num_batched_tokens);
   fn("max_step_ms", c.max_step_ms);
+  fn("prefill_order", c.prefill_order);
   fn("max_model_len", c.max_model_len);
   fn("max_queue", c.max_queue);
   fn("kv_cache_dtype", c.kv_cache_dtype);
@@ -128,6 +130,9 @@ void validate(const ServerConfig& c) {
   require(c.max_num_seqs >= 1, "max_num_seqs must be at least 1");
   require(c.max_num_batched_tokens >= 1, "max_num_batched_tokens must be at least 1");
   require(c.max_step_ms >= 0 && std::isfinite(c.max_step_ms), "max_step_ms must be a finite number >= 0 (0: off)");
+  engine::PrefillOrder order;
+  require(engine::parse_prefill_order(c.prefill_order, &order),
+          "prefill_order must be one of " + engine::prefill_order_names() + ", got '" + c.prefill_order + "'");
   require(c.max_model_len >= 0, "max_model_len must be >= 0 (0: the model's context)");
   require(c.max_queue >= 1, "max_queue must be at least 1");
   kernels::KvDType dtype;

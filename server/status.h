@@ -11,7 +11,7 @@
 //  "last_second": {"steps", "context_tokens", "generation_tokens"},
 //  "counters": {"steps", "prompt_tokens", "generation_tokens", "preemptions", "prefix_cache_queries",
 //               "prefix_cache_hits", "requests_finished": {"stop", "length", "cancelled", "error"}},
-//  "step_budget": {"max_step_ms", "fixed_ms", "prefill_token_ms", "decode_seq_ms", "attention_kpair_ms"}
+//  "step_budget": {"max_step_ms", "prefill_order", "fixed_ms", "prefill_token_ms", "decode_seq_ms", "attention_kpair_ms"}
 //                 (the budget and the step cost the scheduler plans with),
 //  "steps": [{"step", "age_ms", "duration_ms", "predicted_ms", "context_tokens", "generation_tokens",
 //             "context_seqs", "generation_seqs", "kv_blocks_used"}, ...] (oldest first)}

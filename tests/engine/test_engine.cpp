@@ -119,7 +119,19 @@ TEST_SUITE("engine") {
     run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 64}, 12, 8, true);
   }
 
+  TEST_CASE("the same with the short-first prefill order: chunked prefill, and a pool small enough to preempt") {
+    const auto sf = engine::PrefillOrder::kShortFirst;
+    run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 512, .prefill_order = sf}, 256, 16, false);
+    run_concurrently({.max_num_seqs = 16, .max_num_batched_tokens = 8, .prefill_order = sf}, 256, 16, false);
+    run_concurrently(
+        {.max_num_seqs = 16, .max_num_batched_tokens = 64, .enable_prefix_caching = false, .prefill_order = sf}, 12, 8,
+        true);
+  }
+
   TEST_CASE("the same under a step-time budget: prompts arriving while others decode are prefilled in chunks") {
+    engine::PrefillOrder order = engine::PrefillOrder::kFcfs;
+    SUBCASE("fcfs") {}
+    SUBCASE("short-first") { order = engine::PrefillOrder::kShortFirst; }
     Fixture& f = fixture();
     const auto cases = sixteen_cases();
     // Longer prompts for the late half: several of the eight prompts back to back (up to about 150 tokens).
@@ -139,6 +151,7 @@ TEST_SUITE("engine") {
     engine::EngineConfig config{.max_num_seqs = 16, .max_num_batched_tokens = 512};
     // ms: 1 per step, 0.1 per prompt token, 0.5 per decoding sequence: 8 streams leave 3 ms, 30 tokens.
     config.max_step_ms = 8.0;
+    config.prefill_order = order;
     config.fixed_step_cost = engine::StepCost{1.0, 0.1, 0.5, 0.0};
     config.debug_step_delay_ms = 1;  // the first eight are still decoding when the others arrive
     engine::Engine eng(f.model, f.tok, *kv, config);
@@ -151,13 +164,15 @@ TEST_SUITE("engine") {
       CHECK(early[i].wait().choices.at(0).tokens == early_expected[i]);
       CHECK(late[i].wait().choices.at(0).tokens == late_expected[i]);
     }
-    // Steps with decoding streams kept under the budget, except for a minimum chunk.
+    // Steps with decoding streams kept under the budget, except for a minimum chunk (short-first: the
+    // oldest prompt's and the shortest one's).
+    const int max_over = order == engine::PrefillOrder::kShortFirst ? 2 * 32 : 32;
     int num_mixed = 0;
     for (const engine::StepRecord& r : eng.recent_steps()) {
       if (r.num_generation_seqs == 0 || r.num_context_tokens == 0) continue;
       ++num_mixed;
       CAPTURE(r.step);
-      CHECK((r.predicted_seconds * 1000 <= 8.0 + 1e-9 || r.num_context_tokens <= 32));
+      CHECK((r.predicted_seconds * 1000 <= 8.0 + 1e-9 || r.num_context_tokens <= max_over));
     }
     MESSAGE(num_mixed << " steps with both prompt chunks and decoding streams");
     CHECK(num_mixed >= 4);

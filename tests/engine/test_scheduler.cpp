@@ -2,6 +2,8 @@
 // where the step asked for logits). With a step-time budget and an injected step cost, a long prompt is
 // split into chunks whose predicted step cost stays under the budget while every decoding stream gets a
 // token each step; the minimum chunk keeps a prompt moving under any budget; budget 0 is today's schedule.
+// With the short-first prefill order a short prompt behind a long one starts at once, the oldest prompt
+// still moves every step, and passing a prompt never costs a preemption that fcfs would not make.
 #include <doctest/doctest.h>
 
 #include <map>
@@ -53,6 +55,7 @@ class SchedulerSim {
         ++it;
         continue;
       }
+      it->second->arrival = next_arrival_++;
       scheduler_.add(it->second->seqs[0].get());
       running_[int(it->second->id)] = std::move(it->second);
       it = pending_.erase(it);
@@ -85,6 +88,7 @@ class SchedulerSim {
   std::map<int, std::unique_ptr<engine::RequestState>> running_;
   std::vector<std::unique_ptr<engine::RequestState>> finished_;
   int num_steps_ = 0;
+  uint64_t next_arrival_ = 0;
 };
 
 // "id:tokens id:tokens" of one step, in batch order.
@@ -174,6 +178,43 @@ std::vector<int> run_long_prompt_beside_streams(double max_step_ms, int min_pref
   return chunks;
 }
 
+
+// A short prompt (id 10, 64 tokens) arriving behind a long one (id 9, 1000 tokens) while four streams
+// decode; checks every step and returns the step (1-based) of the short one's first token.
+int first_token_step_of_short_behind_long(engine::PrefillOrder order, double max_step_ms, int max_num_batched_tokens) {
+  SchedulerSim sim({.max_num_seqs = 16, .max_num_batched_tokens = max_num_batched_tokens, .max_step_ms = max_step_ms,
+                    .prefill_order = order},
+                   256);
+  sim.scheduler().set_step_cost(kCost);
+  for (int id = 1; id <= 4; ++id) sim.add(id, 8, 60);
+  sim.add(9, 1000, 2, 2);
+  sim.add(10, 64, 2, 3);  // arrives before step 4, behind the long one's first chunk
+  int short_first_token = 0, long_first_token = 0;
+  SchedulerOutput out;
+  while ((short_first_token == 0 || long_first_token == 0) && sim.num_steps() < 200) {
+    REQUIRE(sim.step(&out));
+    CAPTURE(sim.num_steps());
+    CAPTURE(describe(out));
+    int num_streams = 0, long_tokens = 0;
+    for (const engine::ScheduledSeq& q : out.seqs) {
+      const uint64_t id = q.seq->request->id;
+      if (id <= 4) {
+        num_streams += 1;
+        if (sim.num_steps() > 1) CHECK(q.num_tokens == 1);  // past its prompt, a stream decodes
+      }
+      if (id == 9) long_tokens = q.num_tokens;
+      if (q.wants_logits && id == 10 && short_first_token == 0) short_first_token = sim.num_steps();
+      if (q.wants_logits && id == 9 && long_first_token == 0) long_first_token = sim.num_steps();
+    }
+    if (sim.num_steps() > 1) CHECK(num_streams == 4);  // a token every step
+    // The long prompt never starves: from its first chunk to its last, at least the minimum chunk a step.
+    if (sim.num_steps() >= 3 && long_first_token == 0) CHECK(long_tokens >= 32);
+    if (max_step_ms > 0) CHECK(out.predicted_ms <= max_step_ms + 1e-9);
+  }
+  CHECK(short_first_token > 0);
+  CHECK(long_first_token > 0);
+  return short_first_token;
+}
 }  // namespace
 
 TEST_SUITE("scheduler") {
@@ -231,5 +272,96 @@ TEST_SUITE("scheduler") {
     SchedulerSim sim({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_step_ms = 1.0}, 256);
     add_mixed_requests(sim);
     CHECK(run_trace(sim) == kMixedTrace);
+  }
+
+  TEST_CASE("short-first: a short prompt behind a long one gets its first token in its first step; fcfs makes it wait") {
+    // A step-time budget (20 ms: about 270 prompt tokens beside the streams), or the token budget alone.
+    for (auto [max_step_ms, max_tokens] : {std::pair{20.0, 2048}, std::pair{0.0, 256}}) {
+      CAPTURE(max_step_ms);
+      const int fcfs = first_token_step_of_short_behind_long(engine::PrefillOrder::kFcfs, max_step_ms, max_tokens);
+      const int short_first =
+          first_token_step_of_short_behind_long(engine::PrefillOrder::kShortFirst, max_step_ms, max_tokens);
+      MESSAGE("first token of the short prompt (arrives at step 4): fcfs step " << fcfs << ", short-first step "
+                                                                                << short_first);
+      CHECK(short_first == 4);
+      CHECK(fcfs >= 7);  // behind the long prompt's remaining ~730 tokens: at least 3 more steps
+    }
+  }
+
+  TEST_CASE("short-first: under a steady stream of short prompts the oldest prompt gets the minimum chunk every step") {
+    SchedulerSim sim({.max_num_seqs = 32, .max_num_batched_tokens = 2048, .max_step_ms = 20.0,
+                      .prefill_order = engine::PrefillOrder::kShortFirst},
+                     1024);
+    sim.scheduler().set_step_cost(kCost);
+    for (int id = 1; id <= 4; ++id) sim.add(id, 8, 80);
+    sim.add(9, 1000, 2, 2);
+    // Three 90-token prompts a step from step 3 on, more than the budget beside the streams can prefill.
+    int next_id = 100;
+    for (int step = 2; step < 60; ++step)
+      for (int k = 0; k < 3; ++k) sim.add(next_id++, 90, 1, step);
+    int long_done = 0, long_chunks = 0, num_short_chunks = 0;
+    SchedulerOutput out;
+    while (long_done == 0 && sim.num_steps() < 200) {
+      REQUIRE(sim.step(&out));
+      CAPTURE(sim.num_steps());
+      CAPTURE(describe(out));
+      int num_streams = 0, long_tokens = 0;
+      for (const engine::ScheduledSeq& q : out.seqs) {
+        const uint64_t id = q.seq->request->id;
+        if (id <= 4) num_streams += 1;
+        if (id >= 100) num_short_chunks += 1;
+        if (id != 9) continue;
+        long_tokens = q.num_tokens;
+        if (q.wants_logits) long_done = sim.num_steps();
+      }
+      if (sim.num_steps() > 1) CHECK(num_streams == 4);
+      CHECK(out.predicted_ms <= 20.0 + 1e-9);  // the minimum chunk is set aside, never added on top
+      if (sim.num_steps() >= 3 && long_done == 0) CHECK(long_tokens >= 32);
+      if (long_tokens > 0) ++long_chunks;
+    }
+    MESSAGE("the long prompt: " << long_chunks << " chunks, done at step " << long_done << "; " << num_short_chunks
+                                << " short prompt chunks meanwhile");
+    CHECK(long_done > 0);
+    CHECK(long_chunks <= 32);  // ceil(1000 / 32)
+    CHECK(num_short_chunks >= 2 * long_chunks);  // the short ones went first
+  }
+
+  TEST_CASE("short-first: a short prompt passes a long one only when the pool holds both to their end") {
+    // 16-token blocks: the long one needs 13 blocks to finish (200 + 8 tokens), the short one 2 (20 + 4).
+    for (int num_blocks : {15, 14}) {
+      CAPTURE(num_blocks);
+      uint64_t preemptions[2] = {};
+      for (auto order : {engine::PrefillOrder::kFcfs, engine::PrefillOrder::kShortFirst}) {
+        SchedulerSim sim({.max_num_seqs = 8, .max_num_batched_tokens = 64, .prefill_order = order}, num_blocks);
+        sim.add(1, 200, 8);
+        sim.add(2, 20, 4);
+        SchedulerOutput out;
+        REQUIRE(sim.step(&out));
+        // Room for both: the short one first, the long one keeps the rest of the token budget; else fcfs.
+        if (order == engine::PrefillOrder::kFcfs) CHECK(describe(out) == "1:64");
+        else CHECK(describe(out) == (num_blocks == 15 ? "2:20 1:44" : "1:64"));
+        while (!sim.done() && sim.num_steps() < 200) sim.step(&out);
+        CHECK(sim.done());
+        CHECK(sim.kv().pool().num_free() == num_blocks);
+        preemptions[order == engine::PrefillOrder::kShortFirst] = sim.scheduler().counters().preemptions;
+      }
+      MESSAGE("preemptions with " << num_blocks << " blocks: fcfs " << preemptions[0] << ", short-first "
+                                  << preemptions[1]);
+      CHECK(preemptions[1] <= preemptions[0]);
+      if (num_blocks == 15) CHECK(preemptions[1] == 0);
+    }
+  }
+
+  TEST_CASE("short-first under block pressure: everyone finishes, with no more preemptions than fcfs") {
+    for (auto order : {engine::PrefillOrder::kFcfs, engine::PrefillOrder::kShortFirst}) {
+      CAPTURE(engine::prefill_order_name(order));
+      SchedulerSim crowded(
+          {.max_num_seqs = 8, .max_num_batched_tokens = 32, .enable_prefix_caching = false, .prefill_order = order}, 14, 8);
+      add_crowded_requests(crowded);
+      run_trace(crowded);
+      CHECK(crowded.done());
+      CHECK(crowded.scheduler().counters().preemptions <= 4);  // fcfs: 4
+      CHECK(crowded.kv().pool().num_free() == 14);
+    }
   }
 }

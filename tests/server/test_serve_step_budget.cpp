@@ -1,7 +1,8 @@
 // --max-step-ms on `inflight serve` with stories260K: while one stream decodes, a long prompt's prefill is
 // cut into chunks and the stream gets a token in every one of those steps (counted in /v1/status's steps,
 // not timed: the step cost comes from the INFLIGHT_DEBUG_STEP_COST test hook); with 0 the prompt is one
-// step; without the hook the cost is learned from the steps and reported.
+// step; without the hook the cost is learned from the steps and reported. With --prefill-order short-first a
+// short prompt sent while a long one is prefilling is answered before the long one; with fcfs after it.
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -73,6 +74,44 @@ PrefillSteps long_prompt_beside_a_stream(const std::vector<std::string>& flags, 
   return out;
 }
 
+
+// While a stream decodes, a kLongPrompt-token prompt is sent, and once it is prefilling a 10-token one;
+// returns whether the long prompt was still running when the short one's response came back.
+bool long_prompt_still_running_when_short_one_answers(const char* prefill_order) {
+  ServerProcess server({"--model", stories_gguf(), "--kv-cache-memory", "16M", "--max-num-batched-tokens", "512",
+                        "--max-step-ms", "6", "--prefill-order", prefill_order},
+                       // ms: 1 per step, 0.1 per prompt token, 1 per decoding sequence: 40 prompt tokens a step
+                       // beside the stream, 40 ms a step: the long prompt takes 10 steps (0.4 s) or more.
+                       {"INFLIGHT_DEBUG_STEP_DELAY_MS=40", "INFLIGHT_DEBUG_STEP_COST=1,0.1,1,0"});
+  REQUIRE_MESSAGE(server.wait_ready(), server.log());
+  const uint16_t port = server.port();
+  Connection stream(port);
+  stream.send_all(format_request("POST", "/v1/completions",
+                                 json{{"prompt", "Once upon a time"}, {"max_tokens", 450}, {"ignore_eos", true},
+                                      {"temperature", 0}, {"stream", true}}
+                                     .dump()));
+  std::string received;
+  while (received.find("data: ") == std::string::npos) {
+    const std::string more = stream.recv_some();
+    REQUIRE(!more.empty());
+    received += more;
+  }
+  std::vector<int> long_ids, short_ids;
+  for (int i = 0; i < kLongPrompt; ++i) long_ids.push_back(3 + (i * 37) % 500);
+  for (int i = 0; i < 10; ++i) short_ids.push_back(5 + i * 11);
+  Connection long_one(port);
+  long_one.send_all(format_request("POST", "/v1/completions",
+                                   json{{"prompt", long_ids}, {"max_tokens", 1}, {"temperature", 0}}.dump()));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (json::parse(http_request(port, "GET", "/v1/status").body)["requests"]["running"] != 2) {
+    REQUIRE(std::chrono::steady_clock::now() < deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const HttpResult r = http_request(port, "POST", "/v1/completions",
+                                    json{{"prompt", short_ids}, {"max_tokens", 1}, {"temperature", 0}}.dump());
+  REQUIRE_MESSAGE(r.status == 200, r.body);
+  return json::parse(http_request(port, "GET", "/v1/status").body)["requests"]["running"] == 2;
+}
 }  // namespace
 
 TEST_SUITE("serve step budget") {
@@ -81,6 +120,7 @@ TEST_SUITE("serve step budget") {
     const PrefillSteps p = long_prompt_beside_a_stream(
         {"--max-step-ms", "10"}, {"INFLIGHT_DEBUG_STEP_DELAY_MS=5", "INFLIGHT_DEBUG_STEP_COST=1,0.1,1,0"});
     CHECK(p.status["step_budget"]["max_step_ms"] == 10.0);
+    CHECK(p.status["step_budget"]["prefill_order"] == "short-first");  // the default
     CHECK(p.status["step_budget"]["prefill_token_ms"] == 0.1);
     REQUIRE(p.steps.size() >= 5);
     int total = 0;
@@ -99,13 +139,23 @@ TEST_SUITE("serve step budget") {
     CHECK(int(p.steps.back()["step"]) - int(p.steps.front()["step"]) + 1 == int(p.steps.size()));
   }
 
-  TEST_CASE("--max-step-ms 0: the same prompt is one step, as the token budget allows") {
-    const PrefillSteps p =
-        long_prompt_beside_a_stream({"--max-step-ms", "0"}, {"INFLIGHT_DEBUG_STEP_DELAY_MS=5", "INFLIGHT_DEBUG_STEP_COST=1,0.1,1,0"});
-    CHECK(p.status["step_budget"]["max_step_ms"] == 0.0);
-    REQUIRE(p.steps.size() == 1);
-    CHECK(p.steps[0]["context_tokens"] == kLongPrompt);
-    CHECK(p.steps[0]["generation_tokens"] == 1);
+  TEST_CASE("--max-step-ms 0: the same prompt is one step, as the token budget allows (either prefill order)") {
+    for (const char* order : {"fcfs", "short-first"}) {
+      CAPTURE(order);
+      const PrefillSteps p = long_prompt_beside_a_stream({"--max-step-ms", "0", "--prefill-order", order},
+                                                         {"INFLIGHT_DEBUG_STEP_DELAY_MS=5", "INFLIGHT_DEBUG_STEP_COST=1,0.1,1,0"});
+      CHECK(p.status["step_budget"]["max_step_ms"] == 0.0);
+      CHECK(p.status["step_budget"]["prefill_order"] == order);
+      REQUIRE(p.steps.size() == 1);
+      CHECK(p.steps[0]["context_tokens"] == kLongPrompt);
+      CHECK(p.steps[0]["generation_tokens"] == 1);
+    }
+  }
+
+  TEST_CASE("an unknown --prefill-order is refused with a message naming the setting and the choices") {
+    const CommandResult bad = run_inflight("serve --port 0 --prefill-order shortest");
+    CHECK(bad.status != 0);
+    CHECK(bad.output.find("prefill_order must be one of fcfs, short-first, got 'shortest'") != std::string::npos);
   }
 
   TEST_CASE("without the hook the step cost is learned from the steps and reported in /v1/status") {
@@ -122,5 +172,11 @@ TEST_SUITE("serve step budget") {
     const CommandResult neg = run_inflight("serve --port 0 --max-step-ms -5");
     CHECK(neg.status != 0);
     CHECK(neg.output.find("max_step_ms") != std::string::npos);
+  }
+
+  TEST_CASE("--prefill-order short-first answers a short prompt while a long one that came first is prefilling") {
+    CHECK(long_prompt_still_running_when_short_one_answers("short-first"));
+    // First come, first served: the short prompt waits for all of the long one's chunks.
+    CHECK_FALSE(long_prompt_still_running_when_short_one_answers("fcfs"));
   }
 }

@@ -44,6 +44,14 @@ TEST_SUITE("server config") {
                          std::invalid_argument);
     c.max_step_ms = -1;
     CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("max_step_ms"), std::invalid_argument);
+    c = {};
+    CHECK(c.prefill_order == "short-first");
+    server::apply_json({{"prefill_order", "fcfs"}}, "f.json", &c);
+    CHECK(c.prefill_order == "fcfs");
+    server::validate(c);
+    c.prefill_order = "shortest";
+    CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("prefill_order must be one of fcfs, short-first"),
+                         std::invalid_argument);
   }
 
   TEST_CASE("memory sizes") {
