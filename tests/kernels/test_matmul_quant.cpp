@@ -210,6 +210,34 @@ TEST_CASE("matmul of the block formats is batch invariant") {
   }
 }
 
+TEST_CASE("legacy-format prefill over long rows: scratch passes of fewer rows, and rows past the scratch") {
+  // A prefill unpacks rows into a 64 KiB scratch (matmul_quant_int8.h run_legacy): 16384 columns fit 3 rows a
+  // pass (34-36 bytes per 32 weights), 65536 columns not one, which takes the direct kernel. Every path gives
+  // the scalar bits and each token's bits alone.
+  test::IsaGuard restore;
+  const int64_t rows = 9, num_tokens = 6;
+  for (int64_t cols : {16384, 65536}) {
+    for (DType t : {DType::Q4_0, DType::Q5_1}) {
+      const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 7, 0.05f), rows, cols);
+      const auto x = random_values(size_t(num_tokens * cols), 8);
+      std::vector<float> scalar;
+      for (Isa isa : test::supported_isas()) {
+        CAPTURE(dtype_name(t));
+        CAPTURE(cpu::isa_name(isa));
+        CAPTURE(cols);
+        REQUIRE(cpu::set_active_isa(isa));
+        std::vector<float> batch(size_t(num_tokens * rows));
+        matmul(w.view(t, rows, cols), x.data(), batch.data(), num_tokens);
+        if (isa == Isa::Scalar) scalar = batch;
+        else CHECK(std::memcmp(scalar.data(), batch.data(), batch.size() * 4) == 0);
+        std::vector<float> alone(static_cast<size_t>(rows));
+        matmul(w.view(t, rows, cols), x.data() + (num_tokens - 1) * cols, alone.data(), 1);
+        CHECK(std::memcmp(alone.data(), batch.data() + (num_tokens - 1) * rows, size_t(rows) * 4) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul of the block formats differs from f32 math by at most the activation rounding") {
   // |x - xd * xq| <= xd / 2 per element (xd = block amax / 127), so |y - sum w x| <= sum_b xd_b / 2 * sum_{c in b} |w_c|
   // plus the f16 rounding of the legacy formats' activation scales and the f32 rounding; an outlier coarsens
