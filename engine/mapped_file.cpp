@@ -32,6 +32,7 @@ struct Fd {
 };
 
 constexpr size_t kReadChunk = size_t(64) << 20;  // bytes per read(); bounded so a signal costs little
+constexpr size_t kHugePage = size_t(2) << 20;    // x86-64 transparent huge page
 
 }  // namespace
 
@@ -48,11 +49,17 @@ MappedFile map_file(const std::string& path) {
     file.owner = std::move(mapping);
     return file;
   }
-  void* addr = mmap(nullptr, size_t(file.size), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (addr == MAP_FAILED)
+  // Weights are read in full once per token, so they sit on 2 MiB pages where the kernel allows it
+  // (transparent_hugepage "madvise" or "always"): one TLB entry per 2 MiB instead of 512. The mapping is
+  // over-allocated by one huge page so its start can be aligned to one.
+  const size_t mapped = size_t(file.size) + kHugePage;
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED)
     throw_load_error(path, "cannot allocate " + std::to_string(file.size) + " bytes: " + std::strerror(errno));
-  mapping->addr = addr;
-  mapping->size = size_t(file.size);
+  mapping->addr = base;
+  mapping->size = mapped;
+  void* addr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
+  madvise(addr, size_t(file.size), MADV_HUGEPAGE);  // advice only: no huge pages is no error
   auto* bytes = static_cast<uint8_t*>(addr);
   uint64_t done = 0;
   while (done < file.size) {
