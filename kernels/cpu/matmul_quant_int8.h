@@ -60,27 +60,31 @@ struct LegacyFormat {
 
 // What a Q4_0 .. Q5_1 block unpacks to for a prefill: its f16 scale (and min) as stored, then its 32 signed
 // quants as int8 (a Q8_0 block, plus the min).
-template <bool kMin>
-struct UnpackedFormat {
-  static constexpr int kBytes = 2 + (kMin ? 2 : 0) + 32;
-  static constexpr bool kHasMin = kMin;
+template <class Format>
+struct UnpackedLegacy {
+  static constexpr int kWeights = 32;
+  static constexpr int kBytes = 2 + (Format::kHasMin ? 2 : 0) + 32;
+  static constexpr bool kHasMin = Format::kHasMin;
   static __m256i quants(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBytes - 32)); }
   static float min(const uint8_t* blk) { return f16_at(blk + 2); }
+  static void unpack(const uint8_t* src, uint8_t* dst) {
+    __builtin_memcpy(dst, src, kBytes - 32);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kBytes - 32), Format::quants(src));
+  }
 };
 
-// A legacy-format matmul. With more than one token tile, the rows are unpacked (UnpackedFormat) a few at a
-// time into a scratch buffer on the stack, so each block is unpacked once instead of once per token tile;
-// the kernel then computes the same integers and floats from it.
-template <class Format, class Dot, int kNumRegs>
-void run_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  using Unpacked = UnpackedFormat<Format::kHasMin>;
+// Runs Kernel<Format> on the rows, or, with more than one token tile, Kernel<Unpacked> on the rows unpacked
+// (Unpacked::unpack per block) a few at a time into a scratch buffer on the stack, so each block is unpacked
+// once instead of once per token tile. Both compute the same integers and floats.
+template <template <class> class Kernel, class Format, class Unpacked>
+void run_unpacking(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   constexpr int64_t kScratchBytes = 64 << 10;
-  const int64_t num_blocks = a.cols / 32;
+  const int64_t num_blocks = a.cols / Unpacked::kWeights;
   const int64_t unpacked_row_bytes = num_blocks * Unpacked::kBytes;
   const int64_t fit = kScratchBytes / unpacked_row_bytes;  // no std:: templates here (see matmul_kernels.h)
   const int64_t rows_per_pass = fit < kRowBlock ? fit : kRowBlock;
   if (a.num_tokens <= kTokenTile || rows_per_pass == 0) {
-    run_tiled<Block32Kernel<Format, Dot, kNumRegs>>(a, row_begin, row_end);
+    run_tiled<Kernel<Format>>(a, row_begin, row_end);
     return;
   }
   alignas(64) uint8_t scratch[kScratchBytes];
@@ -92,13 +96,10 @@ void run_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     for (int64_t r = 0; r < num_rows; ++r) {
       const uint8_t* src = a.w + (r0 + r) * a.w_row_bytes;
       uint8_t* dst = scratch + r * unpacked_row_bytes;
-      for (int64_t b = 0; b < num_blocks; ++b, src += Format::kBytes, dst += Unpacked::kBytes) {
-        __builtin_memcpy(dst, src, Unpacked::kBytes - 32);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + Unpacked::kBytes - 32), Format::quants(src));
-      }
+      for (int64_t b = 0; b < num_blocks; ++b, src += Format::kBytes, dst += Unpacked::kBytes) Unpacked::unpack(src, dst);
     }
     u.y = a.y + r0;  // row r of the scratch is output row r0 + r; the row stride of y stays a.rows
-    run_tiled<Block32Kernel<Unpacked, Dot, kNumRegs>>(u, 0, num_rows);
+    run_tiled<Kernel<Unpacked>>(u, 0, num_rows);
   }
 }
 
@@ -106,6 +107,7 @@ void run_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 template <bool kFiveBit>
 struct Q45KFormat {
   static constexpr int kBytes = kFiveBit ? 176 : 144;
+  static constexpr int kScaleAt = 0, kScaleBytes = 4;  // f16 d, dmin
   struct Scales {
     __m256i bytes;  // sc_0..7, m_0..7 as bytes, the same 16 bytes in both 128-bit halves
   };
@@ -120,6 +122,8 @@ struct Q45KFormat {
     const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0f) | ((w[1] >> 2) & 0x30303030);
     return {_mm256_broadcastsi128_si256(_mm_setr_epi32(int(sc_lo), int(sc_hi), int(m_lo), int(m_hi)))};
   }
+  static void store(const Scales& s, uint8_t* p16) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p16), _mm256_castsi256_si128(s.bytes)); }
+  static Scales load(const uint8_t* p16) { return {_mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p16)))}; }
   static __m256i quants(const uint8_t* blk, int k) {
     const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + (kFiveBit ? 48 : 16) + 32 * (k / 2)));
     const __m256i u = k % 2 == 0 ? low_nibbles(q) : high_nibbles(q);
@@ -137,12 +141,13 @@ struct Q45KFormat {
     __m256 d, dmin;
     __m256i mins;  // int16 lanes 2l, 2l + 1: m_l
   };
-  static Row row(const uint8_t* blk, const Scales& s) {
+  static Row row(const uint8_t* blk, const Scales& s) { return row_at(blk + kScaleAt, s); }
+  static Row row_at(const uint8_t* d, const Scales& s) {  // d: the f16 d, then dmin
     const __m256i pick = _mm256_setr_epi16(  // byte 8 + l of the scales, zero-extended
         short(0x8008), short(0x8008), short(0x8009), short(0x8009), short(0x800a), short(0x800a), short(0x800b),
         short(0x800b), short(0x800c), short(0x800c), short(0x800d), short(0x800d), short(0x800e), short(0x800e),
         short(0x800f), short(0x800f));
-    return {_mm256_set1_ps(f16_at(blk)), _mm256_set1_ps(f16_at(blk + 2)), _mm256_shuffle_epi8(s.bytes, pick)};
+    return {_mm256_set1_ps(f16_at(d)), _mm256_set1_ps(f16_at(d + 2)), _mm256_shuffle_epi8(s.bytes, pick)};
   }
   // acc += isum * (d * dx) - msum * (dmin * dx) lane-wise; msum lane l = m_l * (xs_2l + xs_2l+1).
   static __m256 finish(__m256 acc, const Row& w, __m256 dx, __m256i isum, const int16_t* xs) {
@@ -155,10 +160,13 @@ struct Q45KFormat {
 // Q6_K super-block: chunk k = 32 quants of half k / 4; lanes 0..3 belong to group 2k, 4..7 to 2k + 1.
 struct Q6KFormat {
   static constexpr int kBytes = 210;
+  static constexpr int kScaleAt = 208, kScaleBytes = 2;  // f16 d
   struct Scales {
     __m128i sc8;  // the 16 int8 group scales
   };
-  static Scales scales(const uint8_t* blk) { return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192))}; }
+  static Scales scales(const uint8_t* blk) { return load(blk + 192); }
+  static void store(const Scales& s, uint8_t* p16) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p16), s.sc8); }
+  static Scales load(const uint8_t* p16) { return {_mm_loadu_si128(reinterpret_cast<const __m128i*>(p16))}; }
   static __m256i quants(const uint8_t* blk, int k) {
     const int h = k / 4, kk = k % 4;
     const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 64 * h + 32 * (kk % 2)));
@@ -177,12 +185,36 @@ struct Q6KFormat {
     __m256 d;
     __m256i sc16;  // the 16 group scales as int16
   };
-  static Row row(const uint8_t* blk, const Scales& s) { return {_mm256_set1_ps(f16_at(blk + 208)), _mm256_cvtepi8_epi16(s.sc8)}; }
+  static Row row(const uint8_t* blk, const Scales& s) { return row_at(blk + kScaleAt, s); }
+  static Row row_at(const uint8_t* d, const Scales& s) { return {_mm256_set1_ps(f16_at(d)), _mm256_cvtepi8_epi16(s.sc8)}; }
   // acc += (isum - 32 * off) * (d * dx) lane-wise; off lane l = sc_2l * xs_2l + sc_2l+1 * xs_2l+1.
   static __m256 finish(__m256 acc, const Row& w, __m256 dx, __m256i isum, const int16_t* xs) {
     const __m256i off = _mm256_madd_epi16(w.sc16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs)));
     const __m256i lanes = _mm256_sub_epi32(isum, _mm256_slli_epi32(off, 5));
     return _mm256_fmadd_ps(_mm256_cvtepi32_ps(lanes), _mm256_mul_ps(w.d, dx), acc);
+  }
+};
+
+// What a K-quant super-block unpacks to for a prefill: its 16 scale bytes as Format::Scales holds them, its
+// f16 scale(s) as stored, then its 256 unsigned quants as bytes, chunk k at 32 + 32k.
+template <class Format>
+struct UnpackedK {
+  static constexpr int kWeights = 256;
+  static constexpr int kBytes = 32 + 256;
+  using Scales = typename Format::Scales;
+  using Row = typename Format::Row;
+  static Scales scales(const uint8_t* blk) { return Format::load(blk); }
+  static __m256i quants(const uint8_t* blk, int k) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 32 + 32 * k)); }
+  static __m256i chunk_scale(const Scales& s, int k) { return Format::chunk_scale(s, k); }
+  static Row row(const uint8_t* blk, const Scales& s) { return Format::row_at(blk + 16, s); }
+  static __m256 finish(__m256 acc, const Row& w, __m256 dx, __m256i isum, const int16_t* xs) {
+    return Format::finish(acc, w, dx, isum, xs);
+  }
+  static void unpack(const uint8_t* src, uint8_t* dst) {
+    Format::store(Format::scales(src), dst);
+    __builtin_memcpy(dst + 16, src + Format::kScaleAt, Format::kScaleBytes);
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 + 32 * k), Format::quants(src, k));
   }
 };
 
@@ -277,18 +309,36 @@ struct KQuantKernel {
   }
 };
 
+// The kernels with their dot product and register count bound, as templates of the format alone.
+template <class Dot, int kNumRegs>
+struct Block32 {
+  template <class Format>
+  using Kernel = Block32Kernel<Format, Dot, kNumRegs>;
+};
+template <class ScaledDot, int kNumRegs>
+struct KQuant {
+  template <class Format>
+  using Kernel = KQuantKernel<Format, ScaledDot, kNumRegs>;
+};
+
 // Runs the kernel of a.dtype (Q4_0 .. Q6_K): the legacy types with Block32Kernel's dot product Dot (MaddubsDot,
 // VnniDot), the K-quants with ScaledDot.
 template <class Dot, class ScaledDot, int kNumRegs>
 void run_quant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  using Q4_0 = LegacyFormat<false, false>;
+  using Q4_1 = LegacyFormat<true, false>;
+  using Q5_0 = LegacyFormat<false, true>;
+  using Q5_1 = LegacyFormat<true, true>;
+  using Q4_K = Q45KFormat<false>;
+  using Q5_K = Q45KFormat<true>;
   switch (a.dtype) {
-    case DType::Q4_0: run_legacy<LegacyFormat<false, false>, Dot, kNumRegs>(a, row_begin, row_end); return;
-    case DType::Q4_1: run_legacy<LegacyFormat<true, false>, Dot, kNumRegs>(a, row_begin, row_end); return;
-    case DType::Q5_0: run_legacy<LegacyFormat<false, true>, Dot, kNumRegs>(a, row_begin, row_end); return;
-    case DType::Q5_1: run_legacy<LegacyFormat<true, true>, Dot, kNumRegs>(a, row_begin, row_end); return;
-    case DType::Q4_K: run_tiled<KQuantKernel<Q45KFormat<false>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q5_K: run_tiled<KQuantKernel<Q45KFormat<true>, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
-    case DType::Q6_K: run_tiled<KQuantKernel<Q6KFormat, ScaledDot, kNumRegs>>(a, row_begin, row_end); return;
+    case DType::Q4_0: run_unpacking<Block32<Dot, kNumRegs>::template Kernel, Q4_0, UnpackedLegacy<Q4_0>>(a, row_begin, row_end); return;
+    case DType::Q4_1: run_unpacking<Block32<Dot, kNumRegs>::template Kernel, Q4_1, UnpackedLegacy<Q4_1>>(a, row_begin, row_end); return;
+    case DType::Q5_0: run_unpacking<Block32<Dot, kNumRegs>::template Kernel, Q5_0, UnpackedLegacy<Q5_0>>(a, row_begin, row_end); return;
+    case DType::Q5_1: run_unpacking<Block32<Dot, kNumRegs>::template Kernel, Q5_1, UnpackedLegacy<Q5_1>>(a, row_begin, row_end); return;
+    case DType::Q4_K: run_unpacking<KQuant<ScaledDot, kNumRegs>::template Kernel, Q4_K, UnpackedK<Q4_K>>(a, row_begin, row_end); return;
+    case DType::Q5_K: run_unpacking<KQuant<ScaledDot, kNumRegs>::template Kernel, Q5_K, UnpackedK<Q5_K>>(a, row_begin, row_end); return;
+    case DType::Q6_K: run_unpacking<KQuant<ScaledDot, kNumRegs>::template Kernel, Q6KFormat, UnpackedK<Q6KFormat>>(a, row_begin, row_end); return;
     default: return;
   }
 }

@@ -210,14 +210,14 @@ TEST_CASE("matmul of the block formats is batch invariant") {
   }
 }
 
-TEST_CASE("legacy-format prefill over long rows: scratch passes of fewer rows, and rows past the scratch") {
-  // A prefill unpacks rows into a 64 KiB scratch (matmul_quant_int8.h run_legacy): 16384 columns fit 3 rows a
-  // pass (34-36 bytes per 32 weights), 65536 columns not one, which takes the direct kernel. Every path gives
-  // the scalar bits and each token's bits alone.
+TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, and rows past the scratch") {
+  // A prefill unpacks rows into a 64 KiB scratch (matmul_quant_int8.h run_unpacking): 16384 columns fit 3
+  // rows a pass (34-36 bytes per 32 weights, 288 per 256), 65536 columns not one, which takes the direct
+  // kernel. Every path gives the scalar bits and each token's bits alone.
   test::IsaGuard restore;
   const int64_t rows = 9, num_tokens = 6;
   for (int64_t cols : {16384, 65536}) {
-    for (DType t : {DType::Q4_0, DType::Q5_1}) {
+    for (DType t : {DType::Q4_0, DType::Q5_1, DType::Q4_K, DType::Q6_K}) {
       const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 7, 0.05f), rows, cols);
       const auto x = random_values(size_t(num_tokens * cols), 8);
       std::vector<float> scalar;
