@@ -9,10 +9,15 @@
 // numbers, as in a real model whose layers do not fit in cache.
 #include <benchmark/benchmark.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -111,16 +116,27 @@ void run_triad(benchmark::State& state) {
 
 // Read-only bandwidth: sum of one 384 MiB array, the access pattern of a GEMV (weights read once,
 // nothing written). Four independent 4-float partial sums (baseline SSE) keep the loads in flight.
-void run_read(benchmark::State& state) {
+// huge_pages: the buffer on 2 MiB pages where the kernel allows it, as the model's weights are
+// (engine/mapped_file.cpp); else on 4 KiB pages.
+void run_read(benchmark::State& state, bool huge_pages) {
   typedef float Vec4 __attribute__((vector_size(16)));
-  const int64_t n = int64_t(96) << 20;  // floats
-  std::vector<float> a(static_cast<size_t>(n), 1.0f);
+  constexpr size_t kHuge = size_t(2) << 20;
+  const int64_t n = int64_t(96) << 20;  // floats, 384 MiB: a multiple of kHuge
+  std::unique_ptr<float, decltype(&std::free)> buffer(
+      static_cast<float*>(huge_pages ? std::aligned_alloc(kHuge, size_t(n) * 4) : std::malloc(size_t(n) * 4)), &std::free);
+  if (!buffer) {
+    state.SkipWithError("cannot allocate the buffer");
+    return;
+  }
+  if (huge_pages) madvise(buffer.get(), size_t(n) * 4, MADV_HUGEPAGE);
+  float* const data = buffer.get();
+  std::fill(data, data + n, 1.0f);
   for (auto _ : state) {
     compute_pool().parallel_for(n / 16, int64_t(1) << 12, [&](int64_t begin, int64_t end) {
       Vec4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
       for (int64_t i = begin * 16; i < end * 16; i += 16) {
         Vec4 v[4];
-        std::memcpy(v, a.data() + i, sizeof(v));
+        std::memcpy(v, data + i, sizeof(v));
         s0 += v[0];
         s1 += v[1];
         s2 += v[2];
@@ -151,7 +167,8 @@ struct Shape {
 
 bool register_all() {
   benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("read", run_read)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("read/4k_pages", run_read, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("read/huge_pages", run_read, true)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("pool_run", run_pool_overhead)->UseRealTime()->Unit(benchmark::kNanosecond);
   const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
