@@ -51,9 +51,21 @@ struct LegacyFormat {
   static constexpr bool kHasMin = kMin;
   static __m256i quants(const uint8_t* blk) {
     const uint8_t* p = blk + (kMin ? 4 : 2);
-    const __m256i u = kHasHigh ? _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p)) : unpack_nibbles16(p);
-    if constexpr (kMin) return u;
-    return _mm256_sub_epi8(u, _mm256_set1_epi8(kHasHigh ? 16 : 8));
+    if constexpr (!kHasHigh) {
+      const __m256i u = unpack_nibbles16(p);
+      return kMin ? u : _mm256_sub_epi8(u, _mm256_set1_epi8(8));
+    }
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    // The 32 fifth bits as a byte mask: add 16 where set (Q5_1), or subtract 16 where clear (Q5_0: u - 16).
+    uint32_t bits;
+    __builtin_memcpy(&bits, p, 4);
+    const __m256i nib = unpack_nibbles16(p + 4);
+    if constexpr (kMin) return _mm256_mask_add_epi8(nib, __mmask32(bits), nib, _mm256_set1_epi8(16));
+    return _mm256_mask_sub_epi8(nib, __mmask32(~bits), nib, _mm256_set1_epi8(16));
+#else
+    const __m256i u = _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p));
+    return kMin ? u : _mm256_sub_epi8(u, _mm256_set1_epi8(16));
+#endif
   }
   static float min(const uint8_t* blk) { return f16_at(blk + 2); }
 };
