@@ -74,9 +74,8 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
     const LayerWeights& L = w_.layers[size_t(l)];
     // Attention block.
     kernels::rms_norm(x_.data(), L.attn_norm.data(), xb_.data(), T, dim, c.rms_eps);
-    matmul(L.wq, xb_.data(), qkv_q_.data(), T);
-    matmul(L.wk, xb_.data(), qkv_k_.data(), T);
-    matmul(L.wv, xb_.data(), qkv_v_.data(), T);
+    const kernels::MatmulTarget qkv[] = {{&L.wq, qkv_q_.data()}, {&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
+    kernels::matmul(qkv, xb_.data(), T);
     if (c.qkv_bias) {
       kernels::add_bias(qkv_q_.data(), L.bq.data(), T, c.q_dim());
       kernels::add_bias(qkv_k_.data(), L.bk.data(), T, c.kv_dim());
@@ -103,8 +102,8 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
 
     // SwiGLU MLP block.
     kernels::rms_norm(x_.data(), L.ffn_norm.data(), xb_.data(), T, dim, c.rms_eps);
-    matmul(L.w_gate, xb_.data(), hb_.data(), T);
-    matmul(L.w_up, xb_.data(), hb2_.data(), T);
+    const kernels::MatmulTarget gate_up[] = {{&L.w_gate, hb_.data()}, {&L.w_up, hb2_.data()}};
+    kernels::matmul(gate_up, xb_.data(), T);
     kernels::silu_mul(hb_.data(), hb2_.data(), hb_.data(), T, c.ffn_dim);
     matmul(L.w_down, hb_.data(), xb_.data(), T);
     kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);

@@ -111,6 +111,8 @@ constexpr int64_t kRowBlock = 8;
 // Least multiply-adds per pool task: below this a task costs less than waking a thread
 // (64x64 with one token is one task; 2048x2048 with one token is 8 tasks of 256 rows on 2 threads).
 constexpr int64_t kMinMacsPerTask = int64_t(1) << 15;
+// Matrices in one matmul() group (Q, K, V).
+constexpr size_t kMaxTargets = 4;
 
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
@@ -162,58 +164,93 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
   else compute_pool().parallel_for(num_tokens, grain, quantize);
 }
 
+// One matmul() group: the row blocks of its matrices numbered one after another.
+struct GroupJob {
+  cpu::MatmulArgs args[kMaxTargets];
+  RowsFn rows_fn[kMaxTargets];
+  int64_t first_block[kMaxTargets + 1];  // row blocks of matrix i: [first_block[i], first_block[i + 1])
+  size_t num_targets = 0;
+
+  void run(int64_t begin, int64_t end) const {
+    for (size_t i = 0; i < num_targets && begin < end; ++i) {
+      const int64_t b0 = std::max(begin, first_block[i]), b1 = std::min(end, first_block[i + 1]);
+      if (b0 >= b1) continue;
+      rows_fn[i](args[i], (b0 - first_block[i]) * kRowBlock, std::min(args[i].rows, (b1 - first_block[i]) * kRowBlock));
+    }
+  }
+};
+
 }  // namespace
 
-void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens) {
-  if (num_tokens <= 0 || w.rows <= 0) return;
-  const int block = block_size(w.dtype);  // 1 for float types
-  if (w.cols % block != 0) fail(__FILE__, __LINE__, "quantised matmul: cols not a multiple of the block size", w.cols);
-  struct Job {
-    cpu::MatmulArgs args;
-    RowsFn rows_fn;
-  } job;
-  cpu::MatmulArgs& a = job.args;
-  a.dtype = w.dtype;
-  a.w = static_cast<const uint8_t*>(w.data);
-  a.w_row_bytes = row_bytes(w.dtype, w.cols);
-  a.cols = w.cols;
-  a.rows = w.rows;
-  a.x = x;
-  a.y = y;
-  a.num_tokens = num_tokens;
-  job.rows_fn = rows_fn(cpu::active_isa(), w.dtype);
+void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_tokens) {
+  if (num_tokens <= 0 || targets.empty()) return;
+  if (targets.size() > kMaxTargets) fail(__FILE__, __LINE__, "matmul: too many matrices in one group", long(targets.size()));
+  const int64_t cols = targets[0].w->cols;
+  // Activations quantised once per kind the group needs (0: Q8_0, 1: Q4_0 .. Q5_1, 2: K-quants), per calling
+  // thread, reused across calls: [num_tokens, cols] quants, [num_tokens, cols / block] scales,
+  // [num_tokens, cols / 16] sums (K-quants), [num_tokens, cols / 32] Q8_1 sums (legacy types).
+  struct Activations {
+    std::vector<int8_t> xq;
+    std::vector<float> xd, xm;
+    std::vector<int16_t> xs;
+  };
+  thread_local Activations act[3];
+  bool quantized[3] = {};
 
-  if (block > 1) {
-    // Per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens, cols / ablock]
-    // scales, [num_tokens, cols / 16] sums (K-quants), [num_tokens, cols / 32] Q8_1 sums (legacy types).
-    const int ablock = cpu::activation_block_size(w.dtype);
+  GroupJob job;
+  job.num_targets = targets.size();
+  job.first_block[0] = 0;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const WeightMatrix& w = *targets[i].w;
+    if (w.cols != cols) fail(__FILE__, __LINE__, "matmul: the matrices of one group differ in cols", w.cols);
+    const int block = block_size(w.dtype);  // 1 for float types
+    if (w.cols % block != 0) fail(__FILE__, __LINE__, "quantised matmul: cols not a multiple of the block size", w.cols);
+    cpu::MatmulArgs& a = job.args[i];
+    a.dtype = w.dtype;
+    a.w = static_cast<const uint8_t*>(w.data);
+    a.w_row_bytes = row_bytes(w.dtype, w.cols);
+    a.cols = w.cols;
+    a.rows = w.rows;
+    a.x = x;
+    a.y = targets[i].y;
+    a.num_tokens = num_tokens;
+    job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype);
+    job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
+    if (block == 1) continue;
     const bool sums = is_kquant(w.dtype);
     const bool legacy = is_legacy_quant(w.dtype);
-    thread_local std::vector<int8_t> xq;
-    thread_local std::vector<float> xd, xm;
-    thread_local std::vector<int16_t> xs;
-    xq.resize(size_t(num_tokens * w.cols));
-    xd.resize(size_t(num_tokens * (w.cols / ablock)));
-    if (sums) xs.resize(size_t(num_tokens * (w.cols / 16)));
-    if (legacy) xm.resize(size_t(num_tokens * (w.cols / 32)));
-    quantize_tokens(x, w.cols, num_tokens, ablock, xq.data(), xd.data(), sums ? xs.data() : nullptr,
-                    legacy ? xm.data() : nullptr);
-    a.xq = xq.data();
-    a.xd = xd.data();
-    a.xs = sums ? xs.data() : nullptr;
-    a.xm = legacy ? xm.data() : nullptr;
+    const int kind = sums ? 2 : legacy ? 1 : 0;
+    Activations& v = act[kind];
+    if (!quantized[kind]) {
+      const int ablock = cpu::activation_block_size(w.dtype);
+      v.xq.resize(size_t(num_tokens * cols));
+      v.xd.resize(size_t(num_tokens * (cols / ablock)));
+      if (sums) v.xs.resize(size_t(num_tokens * (cols / 16)));
+      if (legacy) v.xm.resize(size_t(num_tokens * (cols / 32)));
+      quantize_tokens(x, cols, num_tokens, ablock, v.xq.data(), v.xd.data(), sums ? v.xs.data() : nullptr,
+                      legacy ? v.xm.data() : nullptr);
+      quantized[kind] = true;
+    }
+    a.xq = v.xq.data();
+    a.xd = v.xd.data();
+    a.xs = sums ? v.xs.data() : nullptr;
+    a.xm = legacy ? v.xm.data() : nullptr;
   }
 
-  const int64_t num_blocks = (w.rows + kRowBlock - 1) / kRowBlock;
-  const int64_t macs_per_block = kRowBlock * std::max<int64_t>(1, w.cols) * num_tokens;
+  // Every matrix shares cols and num_tokens, so every row block costs the same.
+  const int64_t num_blocks = job.first_block[targets.size()];
+  const int64_t macs_per_block = kRowBlock * std::max<int64_t>(1, cols) * num_tokens;
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / macs_per_block);
   if (grain >= num_blocks) {  // one task: skip the pool
-    job.rows_fn(a, 0, w.rows);
+    job.run(0, num_blocks);
     return;
   }
-  compute_pool().parallel_for(num_blocks, grain, [j = &job](int64_t begin, int64_t end) {  // one pointer
-    j->rows_fn(j->args, begin * kRowBlock, std::min(j->args.rows, end * kRowBlock));
-  });
+  compute_pool().parallel_for(num_blocks, grain, [j = &job](int64_t begin, int64_t end) { j->run(begin, end); });  // one pointer
+}
+
+void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens) {
+  const MatmulTarget target{&w, y};
+  matmul(std::span<const MatmulTarget>(&target, 1), x, num_tokens);
 }
 
 }  // namespace inflight::kernels

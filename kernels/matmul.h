@@ -1,6 +1,7 @@
 // Weight matrix products: y = x · Wᵀ for every weight dtype, multi-threaded on the compute pool.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "kernels/dtype.h"
 
@@ -26,5 +27,14 @@ struct WeightMatrix {
 // over threads, so a token's result does not depend on which other tokens share the batch (batch
 // invariance, bit for bit). The order does depend on the ISA (kernels/cpu/isa.h).
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens);
+
+// Several products of one input in one pass over the compute pool (Q, K and V; gate and up): y_i = x · W_iᵀ,
+// x quantised once per activation format the group needs. The matrices share cols; at most 4. Each y_i is
+// bit-identical to matmul(*w_i, x, y_i, num_tokens).
+struct MatmulTarget {
+  const WeightMatrix* w;
+  float* y;  // [num_tokens, w->rows]
+};
+void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_tokens);
 
 }  // namespace inflight::kernels

@@ -238,6 +238,56 @@ TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, an
   }
 }
 
+TEST_CASE("a matmul group of one input gives each matrix's bits alone, with mixed activation formats") {
+  // Q4_K and Q6_K share the Q8_K activations, Q5_0 takes Q8_0 blocks with f16 scales, Q8_0 its own, F16 none;
+  // row counts that are not multiples of the 8-row block put task boundaries inside a matrix and across two.
+  test::IsaGuard restore;
+  const int64_t cols = 512;
+  const DType types[] = {DType::Q4_K, DType::Q5_0, DType::Q6_K, DType::Q8_0, DType::F16};
+  const int64_t rows[] = {37, 21, 64, 9, 13};
+  std::vector<QuantWeights> ws;
+  for (size_t i = 0; i < 5; ++i) {
+    const auto values = random_values(size_t(rows[i] * cols), uint32_t(11 + i), 0.05f);
+    if (types[i] == DType::F16) {
+      QuantWeights w;
+      w.bytes.resize(size_t(rows[i] * cols * 2));
+      for (size_t k = 0; k < values.size(); ++k) {
+        const uint16_t h = f32_to_f16(values[k]);
+        std::memcpy(&w.bytes[2 * k], &h, 2);
+      }
+      ws.push_back(std::move(w));
+    } else {
+      ws.push_back(quantize(types[i], values, rows[i], cols));
+    }
+  }
+  for (Isa isa : test::supported_isas()) {
+    REQUIRE(cpu::set_active_isa(isa));
+    for (int64_t num_tokens : {1, 7}) {
+      const auto x = random_values(size_t(num_tokens * cols), 12);
+      // Groups: the first three (Q, K, V-like), and the last two.
+      for (auto [first, count] : {std::pair<size_t, size_t>{0, 3}, {3, 2}}) {
+        CAPTURE(cpu::isa_name(isa));
+        CAPTURE(num_tokens);
+        CAPTURE(first);
+        std::vector<WeightMatrix> mats;
+        std::vector<std::vector<float>> grouped, alone;
+        for (size_t i = first; i < first + count; ++i) {
+          mats.push_back(ws[i].view(types[i], rows[i], cols));
+          grouped.emplace_back(size_t(num_tokens * rows[i]), NAN);
+          alone.emplace_back(size_t(num_tokens * rows[i]), NAN);
+        }
+        std::vector<MatmulTarget> targets;
+        for (size_t k = 0; k < count; ++k) targets.push_back({&mats[k], grouped[k].data()});
+        matmul(targets, x.data(), num_tokens);
+        for (size_t k = 0; k < count; ++k) {
+          matmul(mats[k], x.data(), alone[k].data(), num_tokens);
+          CHECK(std::memcmp(alone[k].data(), grouped[k].data(), alone[k].size() * 4) == 0);
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul of the block formats differs from f32 math by at most the activation rounding") {
   // |x - xd * xq| <= xd / 2 per element (xd = block amax / 127), so |y - sum w x| <= sum_b xd_b / 2 * sum_{c in b} |w_c|
   // plus the f16 rounding of the legacy formats' activation scales and the f32 rounding; an outlier coarsens
