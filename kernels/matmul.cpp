@@ -16,39 +16,6 @@ namespace cpu {
 
 namespace {
 
-// One block of kLen activations: d = amax / 127, q = x * (1 / d) rounded to nearest even.
-template <int kLen>
-void quantize_block(const float* xb, int8_t* qb, float* d) {
-  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: (v + kRound) - kRound rounds v to nearest even
-  // max |x| via the bit patterns (non-negative floats order like their bits): vectorises at -O3
-  uint32_t amax_bits = 0;
-  for (int i = 0; i < kLen; ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &xb[i], 4);
-    bits &= 0x7fffffffu;
-    amax_bits = bits > amax_bits ? bits : amax_bits;
-  }
-  float amax;
-  std::memcpy(&amax, &amax_bits, 4);
-  const float scale = amax / 127.0f;
-  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-  *d = scale;
-  for (int i = 0; i < kLen; ++i) {
-    const float v = xb[i] * inv;  // |v| <= 127 (+ rounding), far below 2^22
-    qb[i] = int8_t(int32_t((v + kRound) - kRound));
-  }
-}
-
-
-}  // namespace
-
-void quantize_activations_q8_0(const float* x, int64_t n, int8_t* q, float* d) {
-  for (int64_t b = 0; b < n / kQ8BlockSize; ++b)
-    quantize_block<kQ8BlockSize>(x + b * kQ8BlockSize, q + b * kQ8BlockSize, d + b);
-}
-
-namespace {
-
 constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23: (v + k) - k rounds |v| < 2^22 to nearest even
 
 // llama.cpp's Q8_0 / Q8_1 activation block (x86): d = amax / 127, q = x * (127 / amax) rounded to nearest
@@ -134,8 +101,8 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype) {
   std::abort();
 }
 
-// Fills xq [num_tokens, cols], xd [num_tokens, cols / block], and xs [num_tokens, cols / 16] (K-quants) or
-// xm [num_tokens, cols / 32] (legacy types) where given, for a quantised matmul; tokens in parallel.
+// Fills xq [num_tokens, cols], xd [num_tokens, cols / block], and xs [num_tokens, cols / 16] (block 256) or
+// xm [num_tokens, cols / 32] (block 32), for a quantised matmul; tokens in parallel.
 void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block, int8_t* xq, float* xd,
                      int16_t* xs, float* xm) {
   struct Job {
@@ -150,13 +117,9 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
   // Captures one pointer, so the std::function stores it inline (no allocation per call).
   const auto quantize = [j = &job](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
-      if (j->xs || j->xm)  // K-quants / legacy types
-        cpu::quantize_activations(j->x + t * j->cols, j->cols, j->block, j->xq + t * j->cols,
-                                  j->xd + t * (j->cols / j->block), j->xs ? j->xs + t * (j->cols / 16) : nullptr,
-                                  j->xm ? j->xm + t * (j->cols / 32) : nullptr);
-      else
-        cpu::quantize_activations_q8_0(j->x + t * j->cols, j->cols, j->xq + t * j->cols,
-                                       j->xd + t * (j->cols / kQ8BlockSize));
+      cpu::quantize_activations(j->x + t * j->cols, j->cols, j->block, j->xq + t * j->cols,
+                                j->xd + t * (j->cols / j->block), j->xs ? j->xs + t * (j->cols / 16) : nullptr,
+                                j->xm ? j->xm + t * (j->cols / 32) : nullptr);
     }
   };
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols));
@@ -186,16 +149,16 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   if (num_tokens <= 0 || targets.empty()) return;
   if (targets.size() > kMaxTargets) fail(__FILE__, __LINE__, "matmul: too many matrices in one group", long(targets.size()));
   const int64_t cols = targets[0].w->cols;
-  // Activations quantised once per kind the group needs (0: Q8_0, 1: Q4_0 .. Q5_1, 2: K-quants), per calling
-  // thread, reused across calls: [num_tokens, cols] quants, [num_tokens, cols / block] scales,
-  // [num_tokens, cols / 16] sums (K-quants), [num_tokens, cols / 32] Q8_1 sums (legacy types).
+  // Activations quantised once per kind the group needs (0: blocks of 32 for Q8_0 .. Q5_1, 1: blocks of 256
+  // for the K-quants), per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens,
+  // cols / block] scales, [num_tokens, cols / 32] Q8_1 sums (block 32), [num_tokens, cols / 16] sums (256).
   struct Activations {
     std::vector<int8_t> xq;
     std::vector<float> xd, xm;
     std::vector<int16_t> xs;
   };
-  thread_local Activations act[3];
-  bool quantized[3] = {};
+  thread_local Activations act[2];
+  bool quantized[2] = {};
 
   GroupJob job;
   job.num_targets = targets.size();
@@ -217,24 +180,22 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (block == 1) continue;
-    const bool sums = is_kquant(w.dtype);
-    const bool legacy = is_legacy_quant(w.dtype);
-    const int kind = sums ? 2 : legacy ? 1 : 0;
-    Activations& v = act[kind];
-    if (!quantized[kind]) {
+    const bool sums = is_kquant(w.dtype);  // else Q8_1 sums
+    Activations& v = act[sums ? 1 : 0];
+    if (!quantized[sums ? 1 : 0]) {
       const int ablock = cpu::activation_block_size(w.dtype);
       v.xq.resize(size_t(num_tokens * cols));
       v.xd.resize(size_t(num_tokens * (cols / ablock)));
       if (sums) v.xs.resize(size_t(num_tokens * (cols / 16)));
-      if (legacy) v.xm.resize(size_t(num_tokens * (cols / 32)));
+      else v.xm.resize(size_t(num_tokens * (cols / 32)));
       quantize_tokens(x, cols, num_tokens, ablock, v.xq.data(), v.xd.data(), sums ? v.xs.data() : nullptr,
-                      legacy ? v.xm.data() : nullptr);
-      quantized[kind] = true;
+                      sums ? nullptr : v.xm.data());
+      quantized[sums ? 1 : 0] = true;
     }
     a.xq = v.xq.data();
     a.xd = v.xd.data();
     a.xs = sums ? v.xs.data() : nullptr;
-    a.xm = legacy ? v.xm.data() : nullptr;
+    a.xm = sums ? nullptr : v.xm.data();
   }
 
   // Every matrix shares cols and num_tokens, so every row block costs the same.

@@ -17,12 +17,11 @@ struct WeightMatrix {
 
 // y[t, r] = sum_c x[t, c] * W[r, c] for t < num_tokens, accumulated in f32, on compute_pool().
 // x: [num_tokens, W.cols] f32, y: [num_tokens, W.rows] f32 (must not overlap x).
-// Q8_0 (W.cols a multiple of 32): like llama.cpp, x is first quantised per block of 32 to int8 with an
-// f32 scale (amax / 127, round to nearest even) and each block's dot product is exact in int32, so the
-// result differs from f32 math by at most 0.5 * scale_x * sum |W| per block.
-// Q4_0 / Q4_1 / Q5_0 / Q5_1 (cols a multiple of 32) and Q4_K / Q5_K / Q6_K (cols a multiple of 256): x is
-// quantised the same way per block of 32 (legacy) or 256 (K-quants, with sums per 16 as llama.cpp's Q8_K),
-// and llama.cpp's integer block dot products are taken exactly; every ISA computes the same bits for these.
+// Q8_0, Q4_0 / Q4_1 / Q5_0 / Q5_1 (cols a multiple of 32) and Q4_K / Q5_K / Q6_K (cols a multiple of 256):
+// as llama.cpp does, x is first quantised to int8 per block of 32 (d = amax / 127 kept as f16, as llama.cpp's
+// Q8_0 / Q8_1 blocks) or of 256 (the K-quants, with sums per 16 as llama.cpp's Q8_K), and llama.cpp's integer
+// block dot products are taken exactly; every ISA computes the same bits for these types. The result
+// differs from f32 math by the activation rounding: at most about 0.56 * d_x * sum |W| per block.
 // NOTE: each y[t, r] is summed in the same order whatever num_tokens is and however rows are split
 // over threads, so a token's result does not depend on which other tokens share the batch (batch
 // invariance, bit for bit). The order does depend on the ISA (kernels/cpu/isa.h).

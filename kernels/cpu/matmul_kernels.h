@@ -27,7 +27,7 @@ struct MatmulArgs {
   const int8_t* xq = nullptr;   // [num_tokens, cols]
   const float* xd = nullptr;    // [num_tokens, cols / activation_block_size(dtype)] block scales
   const int16_t* xs = nullptr;  // [num_tokens, cols / 16] sums of xq over each 16 (K-quants)
-  // Q4_0 .. Q5_1: xd holds the scales rounded to f16, and xm [num_tokens, cols / 32] the f32 scale times
+  // Q8_0 .. Q5_1: xd holds the scales rounded to f16, and xm [num_tokens, cols / 32] the f32 scale times
   // the block's sum of xq, rounded to f16 (llama.cpp's Q8_0 / Q8_1 blocks store d and s so).
   const float* xm = nullptr;
 };
@@ -36,9 +36,6 @@ struct MatmulArgs {
 // else 32 (Q8_0).
 inline int activation_block_size(DType t) { return is_kquant(t) ? 256 : 32; }
 
-// Quantises one activation row for the Q8_0 integer dot products: per block of 32, d = amax / 127 (f32),
-// q = x * (1 / d) rounded to nearest even, so |q| <= 127. n: a multiple of 32.
-void quantize_activations_q8_0(const float* x, int64_t n, int8_t* q, float* d);
 
 // For Q4_0 .. Q6_K: blocks of `block` weights as llama.cpp quantises them (matmul.cpp), plus (s != nullptr,
 // the K-quants) s[n / 16]: sums of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the

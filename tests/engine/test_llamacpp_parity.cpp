@@ -45,10 +45,10 @@ kernels::DType weight_dtype(const std::string& s) {
 // observed, 1e-3 asked. f16: llama.cpp rounds the activations to f16 before every matmul (F16's vec_dot
 // type), we keep them f32; a 2^-11 relative error per activation, through 2 layers into logits of std
 // ~1, shows as ~3e-3 (1e-2 asked; 4.5e-3 on the full-size llama3.2-1b). q8_0: both quantize the activations
-// to q8_0 blocks with the same int8 codes, but ggml rounds each block's scale to f16 (and dots with that)
-// where our kernels keep it f32: a correlated error of up to 2^-12 of each 32-element partial sum, ~5e-2
-// observed (with an f16 scale the two agree to 5e-7 here). Rounding is discontinuous besides, so deep
-// models also see flips of single codes: 1e-1 asked, and greedy divergences only at near-ties.
+// to q8_0 blocks with the same int8 codes and f16 scales and take the same integer dots: 5e-7 observed. But
+// rounding to int8 is discontinuous: an activation on a rounding midpoint, after one ulp of difference in
+// the f32 work before it (another ISA's summation order), moves a code and a logit by up to ~0.05 here, more
+// in deep models: 1e-1 asked, and greedy divergences only at near-ties.
 float logit_tolerance(kernels::DType t) {
   switch (t) {
     case kernels::DType::F32: return 1e-3f;

@@ -61,9 +61,8 @@ Outputs run(engine::LoadedModel& m, engine::Model& model, const std::vector<int3
 // these random 4-layer models moves a logit by up to ~0.09. Embeddings quantised with a symmetric scale
 // (Q4_0 .. Q5_1, Q6_K) put many activations on midpoints at the first layer, so those files store
 // token_embd as f32 (make-model --embedding-dtype f32) for the exact comparison; two files keep their
-// quantised embedding and are compared with the loose tolerance. q4_k_m-ffn288 has Q8_0 matrices (the Q6_K
-// fallback), whose kernel keeps its activation scale in f32 where llama.cpp rounds it to f16 (2^-11
-// relative per block): no exact check there.
+// quantised embedding and are compared with the loose tolerance, as is q4_k_m-ffn288 (Q8_0 matrices, the
+// Q6_K fallback, and a quantised embedding).
 struct Case {
   const char* name;   // golden file <name>.json
   float tolerance;    // on every logit

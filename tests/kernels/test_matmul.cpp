@@ -101,9 +101,9 @@ std::vector<double> effective_x(DType dtype, const std::vector<float>& x, int64_
   std::vector<double> out(x.begin(), x.begin() + num_tokens * cols);
   if (dtype != DType::Q8_0) return out;
   std::vector<int8_t> q(static_cast<size_t>(cols));
-  std::vector<float> d(size_t(cols / kQ8BlockSize));
+  std::vector<float> d(size_t(cols / kQ8BlockSize)), m(size_t(cols / kQ8BlockSize));
   for (int64_t t = 0; t < num_tokens; ++t) {
-    cpu::quantize_activations_q8_0(x.data() + t * cols, cols, q.data(), d.data());
+    cpu::quantize_activations(x.data() + t * cols, cols, kQ8BlockSize, q.data(), d.data(), nullptr, m.data());
     for (int64_t c = 0; c < cols; ++c) out[size_t(t * cols + c)] = double(d[size_t(c / kQ8BlockSize)]) * q[size_t(c)];
   }
   return out;
@@ -318,18 +318,20 @@ TEST_CASE("matmul Q8_0 handles quants of -128, which GGML never writes but a fil
   }
 }
 
-TEST_CASE("quantize_activations_q8_0 keeps |q| <= 127 and x within half a step") {
+TEST_CASE("Q8_0 activations keep |q| <= 127 and x within half a step plus the f16 rounding of the step") {
+  // q = round(x * 127 / amax) is within half of the exact step s = amax / 127; the kept step d is s rounded
+  // to f16 (relative 2^-11), which moves d * q by up to 127 * 2^-11 * s more.
   const auto x = random_values(3 * kQ8BlockSize, 41);
   std::vector<int8_t> q(x.size());
-  std::vector<float> d(3);
-  cpu::quantize_activations_q8_0(x.data(), int64_t(x.size()), q.data(), d.data());
+  std::vector<float> d(3), m(3);
+  cpu::quantize_activations(x.data(), int64_t(x.size()), kQ8BlockSize, q.data(), d.data(), nullptr, m.data());
   for (size_t i = 0; i < x.size(); ++i) {
     const float step = d[i / kQ8BlockSize];
     CHECK(std::abs(int(q[i])) <= 127);
-    CHECK(std::fabs(double(step) * q[i] - x[i]) <= 0.5 * step * 1.0001);
+    CHECK(std::fabs(double(step) * q[i] - x[i]) <= (0.5 + 127.0 / 2048) * step * 1.001);
   }
   const std::vector<float> zeros(kQ8BlockSize, 0.0f);
-  cpu::quantize_activations_q8_0(zeros.data(), kQ8BlockSize, q.data(), d.data());
+  cpu::quantize_activations(zeros.data(), kQ8BlockSize, kQ8BlockSize, q.data(), d.data(), nullptr, m.data());
   CHECK(d[0] == 0.0f);
   CHECK(q[0] == 0);
 }
