@@ -181,8 +181,9 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (block == 1) continue;
     const bool sums = is_kquant(w.dtype);  // else Q8_1 sums
-    Activations& v = act[sums ? 1 : 0];
-    if (!quantized[sums ? 1 : 0]) {
+    const int kind = sums ? 1 : 0;
+    Activations& v = act[kind];
+    if (!quantized[kind]) {
       const int ablock = cpu::activation_block_size(w.dtype);
       v.xq.resize(size_t(num_tokens * cols));
       v.xd.resize(size_t(num_tokens * (cols / ablock)));
@@ -190,7 +191,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
       else v.xm.resize(size_t(num_tokens * (cols / 32)));
       quantize_tokens(x, cols, num_tokens, ablock, v.xq.data(), v.xd.data(), sums ? v.xs.data() : nullptr,
                       sums ? nullptr : v.xm.data());
-      quantized[sums ? 1 : 0] = true;
+      quantized[kind] = true;
     }
     a.xq = v.xq.data();
     a.xd = v.xd.data();

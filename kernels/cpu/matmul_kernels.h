@@ -36,7 +36,6 @@ struct MatmulArgs {
 // else 32 (Q8_0).
 inline int activation_block_size(DType t) { return is_kquant(t) ? 256 : 32; }
 
-
 // For Q4_0 .. Q6_K: blocks of `block` weights as llama.cpp quantises them (matmul.cpp), plus (s != nullptr,
 // the K-quants) s[n / 16]: sums of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the
 // block's sum of q, rounded to f16; block 256: m is unused.

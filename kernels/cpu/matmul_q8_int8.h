@@ -68,7 +68,6 @@ struct Q8Format {
   static constexpr int kBytes = kQ8Bytes;
   static constexpr bool kHasMin = false;
   static __m256i quants(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); }
-  static float min(const uint8_t*) { return 0.0f; }
 };
 
 // Format: kBytes, kHasMin, quants(blk) (32 int8, the f16 scale at blk), min(blk) (the f16 min, kHasMin only).
@@ -116,7 +115,11 @@ struct Block32Kernel {
         for (int t = 0; t < T; ++t) {
           const __m256i dot = Dot::dot(row, xv[t]);
           acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
-          if constexpr (Format::kHasMin) msum[r][t] += Format::min(blk) * xm[t * num_blocks + b];
+        }
+        if constexpr (Format::kHasMin) {
+          const float mw = Format::min(blk);
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) msum[r][t] += mw * xm[t * num_blocks + b];
         }
       }
     }

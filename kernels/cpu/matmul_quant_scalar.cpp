@@ -111,6 +111,8 @@ void rows_kquant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
         int sc[8], m[8];
         if (!six_bit)
           for (int j = 0; j < 8; ++j) kquant_scale_min(j, blk + 4, sc[j], m[j]);
+        const float scale_d = load_f16(blk + (six_bit ? 208 : 0)) * xd[b];
+        const float scale_min = six_bit ? 0.0f : load_f16(blk + 2) * xd[b];
         for (int i = 0; i < 8; ++i) {
           int32_t lane = 0;
           for (int k = 0; k < 8; ++k) {
@@ -119,11 +121,11 @@ void rows_kquant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
           }
           if (six_bit) {
             lane -= 32 * (sc6[2 * i] * sb[2 * i] + sc6[2 * i + 1] * sb[2 * i + 1]);
-            acc[i] = std::fma(float(lane), load_f16(blk + 208) * xd[b], acc[i]);
+            acc[i] = std::fma(float(lane), scale_d, acc[i]);
           } else {
             const int32_t msum = m[i] * (int32_t(sb[2 * i]) + int32_t(sb[2 * i + 1]));
-            acc[i] = std::fma(float(lane), load_f16(blk) * xd[b], acc[i]);
-            acc[i] = std::fma(-float(msum), load_f16(blk + 2) * xd[b], acc[i]);
+            acc[i] = std::fma(float(lane), scale_d, acc[i]);
+            acc[i] = std::fma(-float(msum), scale_min, acc[i]);
           }
         }
       }
