@@ -170,10 +170,12 @@ bool register_all() {
   benchmark::RegisterBenchmark("read/4k_pages", run_read, false)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("read/huge_pages", run_read, true)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("pool_run", run_pool_overhead)->UseRealTime()->Unit(benchmark::kNanosecond);
-  const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}};
+  // TinyLlama's and SmolLM's (q, gate + up, down) shapes.
+  const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {576, 576}, {3072, 576}, {576, 1536}};
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                       DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (const Shape& s : shapes) {
+      if (s.cols % block_size(dtype) != 0) continue;
       for (int64_t num_tokens : {1, 64}) {
         const std::string name = "matmul/" + std::string(dtype_name(dtype)) + "/" + std::to_string(s.rows) + "x" +
                                  std::to_string(s.cols) + "/t" + std::to_string(num_tokens);

@@ -57,11 +57,13 @@ void quantize_block_256(const float* xb, int8_t* qb, float* d) {
 
 }  // namespace
 
-void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m) {
+void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
+                          int32_t* o) {
   for (int64_t b = 0; b < n / block; ++b) {
     if (block == 256) quantize_block_256(x + b * block, q + b * block, d + b);
     else quantize_block_32(x + b * block, q + b * block, d + b, m + b);
   }
+  for (int64_t g = 0; o && block == 32 && g < n / 4; ++g) o[g] = -16 * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
   for (int64_t g = 0; s && g < n / 16; ++g) {
     int32_t sum = 0;
     for (int i = 0; i < 16; ++i) sum += q[g * 16 + i];
@@ -80,6 +82,9 @@ constexpr int64_t kRowBlock = 8;
 constexpr int64_t kMinMacsPerTask = int64_t(1) << 15;
 // Matrices in one matmul() group (Q, K, V).
 constexpr size_t kMaxTargets = 4;
+// Tokens up to which the SIMD kernels may run Q4_0 .. Q5_1 straight from their blocks (their token tile,
+// matmul_tiling.h), and need MatmulArgs::xo; above it they unpack rows and xo stays null.
+constexpr int64_t kMaxDirectTokens = 4;
 
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
@@ -102,9 +107,10 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype) {
 }
 
 // Fills xq [num_tokens, cols], xd [num_tokens, cols / block], and xs [num_tokens, cols / 16] (block 256) or
-// xm [num_tokens, cols / 32] (block 32), for a quantised matmul; tokens in parallel.
+// xm [num_tokens, cols / 32] and, if given, xo [num_tokens, cols / 4] (block 32), for a quantised matmul;
+// tokens in parallel.
 void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block, int8_t* xq, float* xd,
-                     int16_t* xs, float* xm) {
+                     int16_t* xs, float* xm, int32_t* xo) {
   struct Job {
     const float* x;
     int64_t cols;
@@ -113,13 +119,15 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
     float* xd;
     int16_t* xs;
     float* xm;
-  } job{x, cols, block, xq, xd, xs, xm};
+    int32_t* xo;
+  } job{x, cols, block, xq, xd, xs, xm, xo};
   // Captures one pointer, so the std::function stores it inline (no allocation per call).
   const auto quantize = [j = &job](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       cpu::quantize_activations(j->x + t * j->cols, j->cols, j->block, j->xq + t * j->cols,
                                 j->xd + t * (j->cols / j->block), j->xs ? j->xs + t * (j->cols / 16) : nullptr,
-                                j->xm ? j->xm + t * (j->cols / 32) : nullptr);
+                                j->xm ? j->xm + t * (j->cols / 32) : nullptr,
+                                j->xo ? j->xo + t * (j->cols / 4) : nullptr);
     }
   };
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols));
@@ -151,14 +159,17 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   const int64_t cols = targets[0].w->cols;
   // Activations quantised once per kind the group needs (0: blocks of 32 for Q8_0 .. Q5_1, 1: blocks of 256
   // for the K-quants), per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens,
-  // cols / block] scales, [num_tokens, cols / 32] Q8_1 sums (block 32), [num_tokens, cols / 16] sums (256).
+  // cols / block] scales, [num_tokens, cols / 32] Q8_1 sums and, for Q4_0 .. Q5_1 at a few tokens,
+  // [num_tokens, cols / 4] offset lanes (block 32), [num_tokens, cols / 16] sums (256).
   struct Activations {
     std::vector<int8_t> xq;
     std::vector<float> xd, xm;
     std::vector<int16_t> xs;
+    std::vector<int32_t> xo;
   };
   thread_local Activations act[2];
   bool quantized[2] = {};
+  bool xo_ready = false;
 
   GroupJob job;
   job.num_targets = targets.size();
@@ -189,14 +200,20 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
       v.xd.resize(size_t(num_tokens * (cols / ablock)));
       if (sums) v.xs.resize(size_t(num_tokens * (cols / 16)));
       else v.xm.resize(size_t(num_tokens * (cols / 32)));
+      // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel.
+      const bool offsets = !sums && num_tokens <= kMaxDirectTokens &&
+                           std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return is_legacy_quant(g.w->dtype); });
+      if (offsets) v.xo.resize(size_t(num_tokens * (cols / 4)));
       quantize_tokens(x, cols, num_tokens, ablock, v.xq.data(), v.xd.data(), sums ? v.xs.data() : nullptr,
-                      sums ? nullptr : v.xm.data());
+                      sums ? nullptr : v.xm.data(), offsets ? v.xo.data() : nullptr);
       quantized[kind] = true;
+      xo_ready = offsets;
     }
     a.xq = v.xq.data();
     a.xd = v.xd.data();
     a.xs = sums ? v.xs.data() : nullptr;
     a.xm = sums ? nullptr : v.xm.data();
+    a.xo = !sums && xo_ready ? v.xo.data() : nullptr;
   }
 
   // Every matrix shares cols and num_tokens, so every row block costs the same.

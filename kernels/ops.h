@@ -81,8 +81,11 @@ INFLIGHT_HD inline void rotate_head(const RopeParams& rope, const float* cos_sin
 void apply_rope(const RopeParams& rope, float* x, int64_t row_stride, int num_heads, const int32_t* positions,
                 int64_t num_tokens);
 
-// out[t, i] = silu(gate[t, i]) * up[t, i]. gate/up/out: [num_tokens, dim] (out may alias gate).
+// out[t, i] = silu(gate[t, i]) * up[t, i], with e^x as exp_approx. gate/up/out: [num_tokens, dim] (out may
+// alias gate). The same bits on every ISA.
 void silu_mul(const float* gate, const float* up, float* out, int64_t num_tokens, int64_t dim);
+// e^x within 2 ulp of the exact value over [-87.3, 88]; 0 below, e^88 above.
+float exp_approx(float x);
 
 // x[t, i] += bias[i]. x: [num_tokens, dim].
 void add_bias(float* x, const float* bias, int64_t num_tokens, int64_t dim);

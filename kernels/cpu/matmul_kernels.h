@@ -30,6 +30,10 @@ struct MatmulArgs {
   // Q8_0 .. Q5_1: xd holds the scales rounded to f16, and xm [num_tokens, cols / 32] the f32 scale times
   // the block's sum of xq, rounded to f16 (llama.cpp's Q8_0 / Q8_1 blocks store d and s so).
   const float* xm = nullptr;
+  // Q4_0 .. Q5_1 at a few tokens (the SIMD kernels multiply their unsigned quants u, see
+  // matmul_quant_int8.h): [num_tokens, cols / 32, 8] -16 times each 4-quant group sum of xq, so that
+  // u . x - 16 sum(x) (Q5_0: u - 16; Q4_0 halves it) is one dot product from this start.
+  const int32_t* xo = nullptr;
 };
 
 // Weights per activation block of a quantised weight type: 256 for the K-quants (as llama.cpp's Q8_K),
@@ -38,8 +42,10 @@ inline int activation_block_size(DType t) { return is_kquant(t) ? 256 : 32; }
 
 // For Q4_0 .. Q6_K: blocks of `block` weights as llama.cpp quantises them (matmul.cpp), plus (s != nullptr,
 // the K-quants) s[n / 16]: sums of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the
-// block's sum of q, rounded to f16; block 256: m is unused.
-void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m);
+// block's sum of q, rounded to f16, and o (optional) [n / 32, 8] the MatmulArgs::xo lanes; block 256: m and
+// o are unused.
+void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
+                          int32_t* o = nullptr);
 
 // Computes y[t, r] for r in [row_begin, row_end), t < num_tokens:
 //   F32 / F16 / BF16: sum_c W[r, c] * x[t, c];

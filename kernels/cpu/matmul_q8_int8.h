@@ -38,6 +38,10 @@ struct MaddubsDot {
   static __m256i dot(const Row& w, __m256i x) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(w.abs_qw, _mm256_sign_epi8(x, w.qw)), _mm256_set1_epi16(1));
   }
+  // start + u . x for unsigned quants u <= 31 (pair sums <= 2 * 31 * 128, no saturation).
+  static __m256i unsigned_dot(__m256i start, __m256i u, __m256i x) {
+    return _mm256_add_epi32(start, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), _mm256_set1_epi16(1)));
+  }
 };
 
 #if defined(__AVX512VNNI__) && defined(__AVX512VL__)
@@ -54,6 +58,7 @@ struct VnniDot {
     return {qw, _mm256_sub_epi32(_mm256_setzero_si256(), offset)};
   }
   static __m256i dot(const Row& w, __m256i x) { return _mm256_dpbusd_epi32(w.minus_offset, x, w.qw); }
+  static __m256i unsigned_dot(__m256i start, __m256i u, __m256i x) { return _mm256_dpbusd_epi32(start, u, x); }
 };
 #endif
 
@@ -67,10 +72,14 @@ inline float f16_at(const uint8_t* p) {
 struct Q8Format {
   static constexpr int kBytes = kQ8Bytes;
   static constexpr bool kHasMin = false;
+  static constexpr bool kUnsigned = false;
   static __m256i quants(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2)); }
 };
 
-// Format: kBytes, kHasMin, quants(blk) (32 int8, the f16 scale at blk), min(blk) (the f16 min, kHasMin only).
+// Format: kBytes, kHasMin, kUnsigned, quants(blk) (32 int8, the f16 scale at blk), min(blk) (the f16 min,
+// kHasMin only). Unsigned formats (Q4_0 .. Q5_1 at a few tokens) give quants u = q + kUnsignedOffset,
+// and each block's dot starts from -kUnsignedOffset times the 4-quant group sums of x (MatmulArgs::xo):
+// the same int32 lanes as the signed dot, without the per-row offset a signed weight operand costs.
 // kNumRegs: vector registers of the ISA (16 ymm for AVX2, 32 for AVX-512).
 template <class Format, class Dot, int kNumRegs>
 struct Block32Kernel {
@@ -91,6 +100,7 @@ struct Block32Kernel {
     const int8_t* xq = a.xq + t0 * a.cols;        // [T, cols]
     const float* xd = a.xd + t0 * num_blocks;     // [T, num_blocks]
     const float* xm = a.xm + t0 * num_blocks;     // [T, num_blocks], kHasMin only
+    const int32_t* xo = a.xo + t0 * num_blocks * 8;  // [T, num_blocks, 8], kUnsigned with an offset only
     __m256 acc[R][T];
     float msum[R][T] = {};
 #pragma GCC unroll 8
@@ -98,23 +108,43 @@ struct Block32Kernel {
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
 
+#pragma GCC unroll 2
     for (int64_t b = 0; b < num_blocks; ++b) {
-      __m256i xv[T];
+      __m256i xv[T], start[T];
       __m256 dx[T];
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
-        xv[t] = Dot::prepare_x(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32)));
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + t * a.cols + b * 32));
         dx[t] = _mm256_broadcast_ss(xd + t * num_blocks + b);
+        if constexpr (!Format::kUnsigned) {
+          xv[t] = Dot::prepare_x(x);
+        } else {
+          xv[t] = x;
+          start[t] = _mm256_setzero_si256();
+          if constexpr (Format::kUnsignedOffset != 0) {
+            const __m256i o16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xo + (t * num_blocks + b) * 8));
+            start[t] = Format::kUnsignedOffset == 16 ? o16 : _mm256_srai_epi32(o16, 1);
+          }
+        }
       }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const uint8_t* blk = w + r * a.w_row_bytes + b * Format::kBytes;
         const __m256 dw = _mm256_set1_ps(f16_at(blk));
-        const typename Dot::Row row = Dot::prepare_row(Format::quants(blk));
+        if constexpr (Format::kUnsigned) {
+          const __m256i u = Format::quants(blk);
 #pragma GCC unroll 4
-        for (int t = 0; t < T; ++t) {
-          const __m256i dot = Dot::dot(row, xv[t]);
-          acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+          for (int t = 0; t < T; ++t) {
+            const __m256i dot = Dot::unsigned_dot(start[t], u, xv[t]);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+          }
+        } else {
+          const typename Dot::Row row = Dot::prepare_row(Format::quants(blk));
+#pragma GCC unroll 4
+          for (int t = 0; t < T; ++t) {
+            const __m256i dot = Dot::dot(row, xv[t]);
+            acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_mul_ps(dw, dx[t]), acc[r][t]);
+          }
         }
         if constexpr (Format::kHasMin) {
           const float mw = Format::min(blk);

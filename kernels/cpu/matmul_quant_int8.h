@@ -49,6 +49,7 @@ template <bool kMin, bool kHasHigh>
 struct LegacyFormat {
   static constexpr int kBytes = 2 + (kMin ? 2 : 0) + (kHasHigh ? 4 : 0) + 16;
   static constexpr bool kHasMin = kMin;
+  static constexpr bool kUnsigned = false;  // quants() signed; UnsignedLegacy reads unsigned_quants()
   static __m256i quants(const uint8_t* blk) {
     const uint8_t* p = blk + (kMin ? 4 : 2);
     if constexpr (!kHasHigh) {
@@ -68,6 +69,27 @@ struct LegacyFormat {
 #endif
   }
   static float min(const uint8_t* blk) { return f16_at(blk + 2); }
+  // The quants unsigned, u = quants + kUnsignedOffset (0 .. 15 or 0 .. 31), for Block32Kernel's unsigned path.
+  static constexpr int kUnsignedOffset = kMin ? 0 : kHasHigh ? 16 : 8;
+  static __m256i unsigned_quants(const uint8_t* blk) {
+    const uint8_t* p = blk + (kMin ? 4 : 2);
+    if constexpr (!kHasHigh) return unpack_nibbles16(p);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    uint32_t bits;
+    __builtin_memcpy(&bits, p, 4);
+    const __m256i nib = unpack_nibbles16(p + 4);
+    return _mm256_mask_add_epi8(nib, __mmask32(bits), nib, _mm256_set1_epi8(16));
+#else
+    return _mm256_or_si256(unpack_nibbles16(p + 4), fifth_bits(p));
+#endif
+  }
+};
+
+// A legacy format read as its unsigned quants (Block32Kernel's kUnsigned path; needs MatmulArgs::xo).
+template <class Format>
+struct UnsignedLegacy : Format {
+  static constexpr bool kUnsigned = true;
+  static __m256i quants(const uint8_t* blk) { return Format::unsigned_quants(blk); }
 };
 
 // What a Q4_0 .. Q5_1 block unpacks to for a prefill: its f16 scale (and min) as stored, then its 32 signed
@@ -77,6 +99,7 @@ struct UnpackedLegacy {
   static constexpr int kWeights = 32;
   static constexpr int kBytes = 2 + (Format::kHasMin ? 2 : 0) + 32;
   static constexpr bool kHasMin = Format::kHasMin;
+  static constexpr bool kUnsigned = false;
   static __m256i quants(const uint8_t* blk) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kBytes - 32)); }
   static float min(const uint8_t* blk) { return f16_at(blk + 2); }
   static void unpack(const uint8_t* src, uint8_t* dst) {
@@ -96,6 +119,12 @@ void run_unpacking(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int64_t fit = kScratchBytes / unpacked_row_bytes;  // no std:: templates here (see matmul_kernels.h)
   const int64_t rows_per_pass = fit < kRowBlock ? fit : kRowBlock;
   if (a.num_tokens <= kTokenTile || rows_per_pass == 0) {
+    if constexpr (requires { Format::kUnsignedOffset; }) {
+      if (a.xo != nullptr) {
+        run_tiled<Kernel<UnsignedLegacy<Format>>>(a, row_begin, row_end);
+        return;
+      }
+    }
     run_tiled<Kernel<Format>>(a, row_begin, row_end);
     return;
   }
