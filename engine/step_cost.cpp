@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 
@@ -83,17 +84,43 @@ Vec solve_active(const std::vector<Vec>& x, const std::vector<double>& y, const 
   return beta;
 }
 
-// Non-negative fit: the most negative coefficient leaves the active set until none is negative.
+// Non-negative fit: of the supports within `allowed` whose least-squares coefficients are all >= 0, the one
+// with the least weighted squared error (the non-negative least-squares optimum; 4 features make at most 16
+// supports). The full support is tried first and usually is the answer. Dropping the most negative
+// coefficient one at a time instead can end on a support that leaves out a feature the optimum keeps.
 Vec solve_non_negative(const std::vector<Vec>& x, const std::vector<double>& y, const std::vector<double>& w,
-                       std::array<bool, kN> active) {
-  while (true) {
+                       const std::array<bool, kN>& allowed) {
+  auto feasible = [](const Vec& beta) {
+    for (double b : beta)
+      if (b < 0) return false;
+    return true;
+  };
+  const Vec full = solve_active(x, y, w, allowed);
+  if (feasible(full)) return full;
+  Vec best{};
+  double best_err = std::numeric_limits<double>::infinity();
+  for (unsigned mask = 0; mask < (1u << kN); ++mask) {
+    std::array<bool, kN> active{};
+    bool subset = true;
+    for (int j = 0; j < kN; ++j) {
+      active[size_t(j)] = (mask >> j) & 1u;
+      subset = subset && (!active[size_t(j)] || allowed[size_t(j)]);
+    }
+    if (!subset) continue;
     const Vec beta = solve_active(x, y, w, active);
-    int worst = -1;
-    for (int j = 0; j < kN; ++j)
-      if (active[size_t(j)] && beta[size_t(j)] < 0 && (worst < 0 || beta[size_t(j)] < beta[size_t(worst)])) worst = j;
-    if (worst < 0) return beta;
-    active[size_t(worst)] = false;
+    if (!feasible(beta)) continue;
+    double err = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      double r = y[i];
+      for (int j = 0; j < kN; ++j) r -= beta[size_t(j)] * x[i][size_t(j)];
+      err += w[i] * r * r;
+    }
+    if (err < best_err) {
+      best_err = err;
+      best = beta;
+    }
   }
+  return best;
 }
 
 double median(std::vector<double> v) {

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -127,6 +128,20 @@ TEST_SUITE("step cost") {
     for (int i = 0; i < 200; ++i) mixed.observe({0, 1 + i % 8, 0.0}, 10.0 + (1 + i % 8) * 2.0);
     CHECK(rel_err(mixed.cost().prefill_token_ms, 0.5) < 0.02);
     CHECK(rel_err(mixed.cost().decode_seq_ms, 2.0) < 0.02);
+  }
+
+  TEST_CASE("the non-negative fit is the optimum, not the end of dropping the most negative coefficient") {
+    // Timings where the least-squares fit has negative coefficients and dropping the most negative one
+    // first ends on {prompt token, decoding sequence} (0.063, 8.55); the best non-negative fit keeps the
+    // fixed cost instead (about 10 ms per step, 5 % less squared error).
+    const StepShape shapes[] = {{0, 1, 0.303}, {4, 1, 1.014}, {4, 1, 0.643}, {80, 1, 29.246}, {0, 1, 0.294}, {0, 1, 0.370},
+                                {80, 1, 27.468}, {80, 0, 4.140}, {0, 1, 0.345}, {0, 1, 0.267}, {0, 1, 0.408}, {0, 1, 0.111}};
+    const double ms[] = {9.904, 12.38, 9.69, 6.764, 6.266, 11.804, 7.641, 17.708, 5.632, 8.064, 8.65, 17.915};
+    StepCostModel model;
+    for (size_t i = 0; i < std::size(ms); ++i) model.observe(shapes[i], ms[i]);
+    const StepCost c = model.cost();
+    CHECK(c.fixed_ms > 5.0);
+    CHECK(c.decode_seq_ms < 1.0);
   }
 
   TEST_CASE("coefficients never go negative, and bad timings are ignored") {
