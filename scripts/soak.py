@@ -396,6 +396,9 @@ def slowloris_worker(port, deadline, stats, timeout_s):
                             break
                     except BlockingIOError:
                         pass
+                    except ConnectionResetError:  # the server closed with our bytes unread: a reset, still a cut
+                        cut = True
+                        break
                     finally:
                         s.setblocking(True)
                 elapsed = time.time() - start
