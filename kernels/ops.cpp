@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/thread_pool.h"
 
 namespace inflight::kernels {
@@ -145,22 +146,31 @@ namespace {
   return x < -87.3f ? 0.0f : er * two_n;
 }
 
-// One row of silu_mul, vectorised by the compiler once per ISA (the clone is picked by the loader).
-[[gnu::target_clones("avx512f", "avx2", "default")]] void silu_mul_row(const float* g, const float* u, float* o,
-                                                                       int64_t dim) {
+// One row of silu_mul, vectorised by the compiler once per ISA and picked by active_isa(). (Not
+// target_clones: its ifunc resolver runs before ThreadSanitizer's runtime is up and crashes TSan builds.)
+[[gnu::always_inline]] inline void silu_mul_row(const float* g, const float* u, float* o, int64_t dim) {
   for (int64_t i = 0; i < dim; ++i) {
     float val = g[i];
     val *= 1.0f / (1.0f + exp_inline(-val));  // silu(x) = x * sigmoid(x), written as run.c does
     o[i] = val * u[i];
   }
 }
+[[gnu::target("avx512f")]] void silu_mul_row_avx512(const float* g, const float* u, float* o, int64_t dim) {
+  silu_mul_row(g, u, o, dim);
+}
+[[gnu::target("avx2")]] void silu_mul_row_avx2(const float* g, const float* u, float* o, int64_t dim) {
+  silu_mul_row(g, u, o, dim);
+}
+void silu_mul_row_baseline(const float* g, const float* u, float* o, int64_t dim) { silu_mul_row(g, u, o, dim); }
 
 }  // namespace
 
 float exp_approx(float x) { return exp_inline(x); }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t num_tokens, int64_t dim) {
-  for_each_row(num_tokens, dim, [&](int64_t t) { silu_mul_row(gate + t * dim, up + t * dim, out + t * dim, dim); });
+  const cpu::Isa isa = cpu::active_isa();
+  const auto row = isa >= cpu::Isa::Avx512 ? silu_mul_row_avx512 : isa == cpu::Isa::Avx2 ? silu_mul_row_avx2 : silu_mul_row_baseline;
+  for_each_row(num_tokens, dim, [&](int64_t t) { row(gate + t * dim, up + t * dim, out + t * dim, dim); });
 }
 
 void add_inplace(float* x, const float* y, int64_t n) {
