@@ -176,7 +176,9 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   };
   thread_local Activations act[2];
   bool quantized[2] = {};
-  bool xo_ready = false;
+  // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel.
+  const bool offsets = num_tokens <= kMaxDirectTokens &&
+                       std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return is_legacy_quant(g.w->dtype); });
 
   GroupJob job;
   job.num_targets = targets.size();
@@ -207,20 +209,17 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
       v.xd.resize(size_t(num_tokens * (cols / ablock)));
       if (sums) v.xs.resize(size_t(num_tokens * (cols / 16)));
       else v.xm.resize(size_t(num_tokens * (cols / 32)));
-      // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel.
-      const bool offsets = !sums && num_tokens <= kMaxDirectTokens &&
-                           std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return is_legacy_quant(g.w->dtype); });
-      if (offsets) v.xo.resize(size_t(num_tokens * (cols / 4)));
+      const bool with_offsets = !sums && offsets;
+      if (with_offsets) v.xo.resize(size_t(num_tokens * (cols / 4)));
       quantize_tokens(x, cols, num_tokens, ablock, v.xq.data(), v.xd.data(), sums ? v.xs.data() : nullptr,
-                      sums ? nullptr : v.xm.data(), offsets ? v.xo.data() : nullptr);
+                      sums ? nullptr : v.xm.data(), with_offsets ? v.xo.data() : nullptr);
       quantized[kind] = true;
-      xo_ready = offsets;
     }
     a.xq = v.xq.data();
     a.xd = v.xd.data();
     a.xs = sums ? v.xs.data() : nullptr;
     a.xm = sums ? nullptr : v.xm.data();
-    a.xo = !sums && xo_ready ? v.xo.data() : nullptr;
+    a.xo = !sums && offsets ? v.xo.data() : nullptr;
   }
 
   // Every matrix shares cols and num_tokens, so every row block costs the same.
