@@ -128,7 +128,7 @@ namespace {
 // e^x within 2 ulp (tests/kernels/test_ops.cpp): x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts),
 // e^r by Cephes' degree-6 polynomial, times 2^n built in the exponent bits; 0 below -87.3 (where 2^n
 // leaves the normal range), e^88 above 88. Plain float operations with no FMA contraction (the kernels
-// build with -ffp-contract=off), so the vectorised clones below give the scalar bits.
+// build with -ffp-contract=off), so the per-ISA functions below give the scalar bits.
 [[gnu::always_inline]] inline float exp_inline(float x) {
   constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
   constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23
