@@ -429,8 +429,11 @@ def burst(port, count, stats):
             s.sendall(format_request("GET", "/health"))
         except OSError:
             pass
+    # Answers are read newest connection first. The server accepts in arrival order, so the newest answer
+    # comes only after every older connection was accepted; none is closed by this client before then, and
+    # the count of open connections the server saw cannot fall below the burst while it accepts.
     statuses = {}
-    for s in socks:
+    for s in reversed(socks):
         try:
             status, _, body = Reader(s).response()
             statuses[status] = statuses.get(status, 0) + 1
