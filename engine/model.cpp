@@ -1,8 +1,14 @@
 // The Llama-family forward pass, read top to bottom as in llama2.c, over a packed batch of T tokens.
 #include "engine/model.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <utility>
 
 #include "kernels/attention_params.h"
 #include "kernels/matmul.h"
@@ -12,7 +18,59 @@ namespace inflight::engine {
 
 using kernels::matmul;
 
-Model::Model(ModelWeights weights) : w_(std::move(weights)) {}
+namespace {
+
+// Anonymous memory on 2 MiB pages where the kernel allows it, as the model file's (engine/mapped_file.cpp).
+std::shared_ptr<uint8_t> huge_page_buffer(size_t bytes) {
+  constexpr size_t kHugePage = size_t(2) << 20;
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, bytes) != 0) throw std::bad_alloc();
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+}
+
+// Interleaves, once each, the matrices this CPU multiplies faster so (kernels::interleaving_pays: Q8_0
+// under AVX-512 VNNI), one after another in one buffer on 2 MiB pages as the file's tensors were (a buffer
+// per matrix, each 2 MiB-aligned, measured 1.45x slower at decode). A tied embedding follows the output
+// matrix, and is read with matrix_row().
+// NOTE: the copies come on top of the file's memory, which other ModelWeights may still view.
+void interleave_matrices(ModelWeights& w) {
+  std::vector<kernels::WeightMatrix*> all;
+  for (LayerWeights& l : w.layers) {
+    for (kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) all.push_back(m);
+  }
+  all.push_back(&w.output);
+  if (w.token_embd.data == w.output.data) all.push_back(&w.token_embd);
+  std::vector<std::pair<const void*, kernels::WeightMatrix>> done;  // plain data -> interleaved view
+  std::vector<kernels::WeightMatrix*> todo;
+  size_t total = 0;
+  for (kernels::WeightMatrix* m : all) {
+    if (!kernels::interleaving_pays(*m)) continue;
+    bool seen = false;
+    for (const kernels::WeightMatrix* t : todo) seen = seen || t->data == m->data;
+    if (!seen) total += (size_t(m->rows * kernels::row_bytes(m->dtype, m->cols)) + 63) / 64 * 64;
+    todo.push_back(m);
+  }
+  if (todo.empty()) return;
+  std::shared_ptr<uint8_t> buffer = huge_page_buffer(total);
+  size_t used = 0;
+  for (kernels::WeightMatrix* m : todo) {
+    const auto it = std::find_if(done.begin(), done.end(), [&](const auto& d) { return d.first == m->data; });
+    if (it != done.end()) {
+      *m = it->second;
+      continue;
+    }
+    const kernels::WeightMatrix view = kernels::interleave_rows(*m, buffer.get() + used);
+    used += (size_t(m->rows * kernels::row_bytes(m->dtype, m->cols)) + 63) / 64 * 64;
+    done.emplace_back(m->data, view);
+    *m = view;
+  }
+  w.storage.push_back(std::move(buffer));
+}
+
+}  // namespace
+
+Model::Model(ModelWeights weights) : w_(std::move(weights)) { interleave_matrices(w_); }
 
 void Model::ensure_scratch(int num_tokens) {
   if (num_tokens <= scratch_tokens_) return;
@@ -37,8 +95,7 @@ void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logi
 
   for (int t = 0; t < T; ++t) {
     const int64_t id = batch.token_ids[size_t(t)];
-    const uint8_t* row = static_cast<const uint8_t*>(w_.token_embd.data) + id * kernels::row_bytes(w_.token_embd.dtype, dim);
-    kernels::dequantize_row(w_.token_embd.dtype, row, &x_[size_t(t) * dim], dim);
+    kernels::matrix_row(w_.token_embd, id, &x_[size_t(t) * dim]);
   }
 
   kernels::AttentionParams ap;

@@ -58,10 +58,15 @@ void quantize_block_256(const float* xb, int8_t* qb, float* d) {
 }  // namespace
 
 void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
-                          int32_t* o) {
+                          int32_t* o, int32_t* c) {
   for (int64_t b = 0; b < n / block; ++b) {
     if (block == 256) quantize_block_256(x + b * block, q + b * block, d + b);
     else quantize_block_32(x + b * block, q + b * block, d + b, m + b);
+  }
+  for (int64_t b = 0; c && block == 32 && b < n / 32; ++b) {
+    int32_t sum = 0;
+    for (int i = 0; i < 32; ++i) sum += q[b * 32 + i];
+    c[b] = -128 * sum;
   }
   for (int64_t g = 0; o && block == 32 && g < n / 4; ++g) o[g] = -16 * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
   for (int64_t g = 0; s && g < n / 16; ++g) {
@@ -75,8 +80,9 @@ void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float
 
 namespace {
 
-// Rows handed out together; matches the SIMD row block so chunks never split one.
-constexpr int64_t kRowBlock = 8;
+// Rows handed out together: a multiple of the SIMD row block (8) and of an interleaved group (16), so
+// chunks never split one.
+constexpr int64_t kRowBlock = 16;
 // Least multiply-adds per pool task: below this a task costs less than waking a thread
 // (64x64 with one token is one task; 2048x2048 with one token is one band of 1024 rows per thread).
 constexpr int64_t kMinMacsPerTask = int64_t(1) << 15;
@@ -95,7 +101,8 @@ constexpr int64_t kComputeTasksPerThread = 4;
 
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
-RowsFn rows_fn(cpu::Isa isa, DType dtype) {
+RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
+  if (interleaved) return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
   switch (isa) {
     case cpu::Isa::Avx512Bf16:
     case cpu::Isa::Avx512Vnni:
@@ -117,7 +124,7 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype) {
 // xm [num_tokens, cols / 32] and, if given, xo [num_tokens, cols / 4] (block 32), for a quantised matmul;
 // tokens in parallel.
 void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block, int8_t* xq, float* xd,
-                     int16_t* xs, float* xm, int32_t* xo) {
+                     int16_t* xs, float* xm, int32_t* xo, int32_t* xc) {
   struct Job {
     const float* x;
     int64_t cols;
@@ -127,14 +134,16 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
     int16_t* xs;
     float* xm;
     int32_t* xo;
-  } job{x, cols, block, xq, xd, xs, xm, xo};
+    int32_t* xc;
+  } job{x, cols, block, xq, xd, xs, xm, xo, xc};
   // Captures one pointer, so the std::function stores it inline (no allocation per call).
   const auto quantize = [j = &job](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
       cpu::quantize_activations(j->x + t * j->cols, j->cols, j->block, j->xq + t * j->cols,
                                 j->xd + t * (j->cols / j->block), j->xs ? j->xs + t * (j->cols / 16) : nullptr,
                                 j->xm ? j->xm + t * (j->cols / 32) : nullptr,
-                                j->xo ? j->xo + t * (j->cols / 4) : nullptr);
+                                j->xo ? j->xo + t * (j->cols / 4) : nullptr,
+                                j->xc ? j->xc + t * (j->cols / 32) : nullptr);
     }
   };
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols));
@@ -172,13 +181,15 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     std::vector<int8_t> xq;
     std::vector<float> xd, xm;
     std::vector<int16_t> xs;
-    std::vector<int32_t> xo;
+    std::vector<int32_t> xo, xc;
   };
   thread_local Activations act[2];
   bool quantized[2] = {};
   // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel.
   const bool offsets = num_tokens <= kMaxDirectTokens &&
                        std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return is_legacy_quant(g.w->dtype); });
+  // Block sums where an interleaved Q8_0 matrix takes part.
+  const bool corrections = std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return g.w->interleaved; });
 
   GroupJob job;
   job.num_targets = targets.size();
@@ -197,7 +208,10 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.x = x;
     a.y = targets[i].y;
     a.num_tokens = num_tokens;
-    job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype);
+    a.interleaved = w.interleaved;
+    if (w.interleaved && (w.dtype != DType::Q8_0 || w.rows % kInterleavedRows != 0))
+      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 with rows a multiple of 16", w.rows);
+    job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (block == 1) continue;
     const bool sums = is_kquant(w.dtype);  // else Q8_1 sums
@@ -209,10 +223,12 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
       v.xd.resize(size_t(num_tokens * (cols / ablock)));
       if (sums) v.xs.resize(size_t(num_tokens * (cols / 16)));
       else v.xm.resize(size_t(num_tokens * (cols / 32)));
-      const bool with_offsets = !sums && offsets;
+      const bool with_offsets = !sums && offsets, with_corrections = !sums && corrections;
       if (with_offsets) v.xo.resize(size_t(num_tokens * (cols / 4)));
+      if (with_corrections) v.xc.resize(size_t(num_tokens * (cols / 32)));
       quantize_tokens(x, cols, num_tokens, ablock, v.xq.data(), v.xd.data(), sums ? v.xs.data() : nullptr,
-                      sums ? nullptr : v.xm.data(), with_offsets ? v.xo.data() : nullptr);
+                      sums ? nullptr : v.xm.data(), with_offsets ? v.xo.data() : nullptr,
+                      with_corrections ? v.xc.data() : nullptr);
       quantized[kind] = true;
     }
     a.xq = v.xq.data();
@@ -220,6 +236,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.xs = sums ? v.xs.data() : nullptr;
     a.xm = sums ? nullptr : v.xm.data();
     a.xo = !sums && offsets ? v.xo.data() : nullptr;
+    a.xc = !sums && corrections ? v.xc.data() : nullptr;
   }
 
   // Every matrix shares cols and num_tokens, so every row block costs the same.
@@ -241,6 +258,52 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   pool.run(num_tasks, [t = &tasks](int64_t i) {  // one pointer
     t->job->run(i * t->num_blocks / t->num_tasks, (i + 1) * t->num_blocks / t->num_tasks);
   });
+}
+
+bool interleaving_pays(const WeightMatrix& w) {
+  return w.dtype == DType::Q8_0 && !w.interleaved && w.rows > 0 && w.rows % kInterleavedRows == 0 &&
+         cpu::active_isa() >= cpu::Isa::Avx512Vnni;
+}
+
+WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
+  if (w.dtype != DType::Q8_0 || w.interleaved || w.rows % kInterleavedRows != 0)
+    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 matrix with rows a multiple of 16", w.rows);
+  const int64_t num_blocks = w.cols / kQ8BlockSize, row_bytes = num_blocks * kQ8BlockBytes;
+  const auto* src = static_cast<const uint8_t*>(w.data);
+  auto* dst = static_cast<uint8_t*>(out);
+  for (int64_t g = 0; g < w.rows / kInterleavedRows; ++g) {
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      uint8_t* blk = dst + (g * num_blocks + b) * kInterleavedBlockBytes;
+      for (int64_t i = 0; i < kInterleavedRows; ++i) {
+        const uint8_t* from = src + (g * kInterleavedRows + i) * row_bytes + b * kQ8BlockBytes;
+        std::memcpy(blk + 2 * i, from, 2);
+        for (int k = 0; k < kQ8BlockSize; ++k)
+          blk[2 * kInterleavedRows + (k / 4) * 4 * kInterleavedRows + 4 * i + k % 4] = uint8_t(from[2 + k] ^ 0x80);
+      }
+    }
+  }
+  WeightMatrix m = w;
+  m.data = out;
+  m.interleaved = true;
+  return m;
+}
+
+void matrix_row(const WeightMatrix& w, int64_t r, float* out) {
+  if (!w.interleaved) {
+    dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, w.cols), out, w.cols);
+    return;
+  }
+  cpu::MatmulArgs a;
+  a.dtype = w.dtype;
+  a.w = static_cast<const uint8_t*>(w.data);
+  a.cols = w.cols;
+  a.interleaved = true;
+  for (int64_t b = 0; b < w.cols / kQ8BlockSize; ++b) {
+    float d;
+    int8_t q[kQ8BlockSize];
+    cpu::q8_0_block(a, r, b, &d, q);
+    for (int k = 0; k < kQ8BlockSize; ++k) out[b * kQ8BlockSize + k] = d * float(q[k]);
+  }
 }
 
 void matmul(const WeightMatrix& w, const float* x, float* y, int64_t num_tokens) {

@@ -13,7 +13,25 @@ struct WeightMatrix {
   const void* data = nullptr;  // rows * row_bytes(dtype, cols) bytes
   int64_t rows = 0;
   int64_t cols = 0;
+  // Q8_0 only: the rows interleaved in groups of kInterleavedRows (interleave_rows()), the layout the
+  // AVX-512 VNNI kernel reads 16 outputs at a time from. Same bytes in all; rows are read with matrix_row().
+  bool interleaved = false;
 };
+
+// Rows per interleaved group, and bytes per group and 32-column block: 16 f16 scales, then for each
+// 4-column quad the 16 rows' 4 quants (offset to u8: q + 128).
+inline constexpr int64_t kInterleavedRows = 16;
+inline constexpr int64_t kInterleavedBlockBytes = 16 * 2 + 16 * 32;
+
+// Whether matmul() on this CPU runs `w` faster interleaved: Q8_0 with rows a multiple of 16, under the
+// AVX-512 VNNI kernels (active_isa()). The result of a matmul equals the scalar kernel's on the plain
+// matrix, bit for bit, under every ISA.
+bool interleaving_pays(const WeightMatrix& w);
+// Writes w's rows interleaved into `out` (row_bytes(w.dtype, w.cols) * w.rows bytes) and returns the
+// matrix viewing it. Requires Q8_0, rows a multiple of 16, and w not interleaved.
+WeightMatrix interleave_rows(const WeightMatrix& w, void* out);
+// Row r of w (plain or interleaved) in f32.
+void matrix_row(const WeightMatrix& w, int64_t r, float* out);
 
 // y[t, r] = sum_c x[t, c] * W[r, c] for t < num_tokens, accumulated in f32, on compute_pool().
 // x: [num_tokens, W.cols] f32, y: [num_tokens, W.rows] f32 (must not overlap x).

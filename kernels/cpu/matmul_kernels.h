@@ -34,6 +34,11 @@ struct MatmulArgs {
   // matmul_quant_int8.h): [num_tokens, cols / 32, 8] -16 times each 4-quant group sum of xq, so that
   // u . x - 16 sum(x) (Q5_0: u - 16; Q4_0 halves it) is one dot product from this start.
   const int32_t* xo = nullptr;
+  // Q8_0 interleaved (WeightMatrix::interleaved; w points at row 0's group, w_row_bytes still one row's
+  // bytes): [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of u8 quants q + 128
+  // with xq starts.
+  bool interleaved = false;
+  const int32_t* xc = nullptr;
 };
 
 // Weights per activation block of a quantised weight type: 256 for the K-quants (as llama.cpp's Q8_K),
@@ -44,8 +49,9 @@ inline int activation_block_size(DType t) { return is_kquant(t) ? 256 : 32; }
 // the K-quants) s[n / 16]: sums of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the
 // block's sum of q, rounded to f16, and o (optional) [n / 32, 8] the MatmulArgs::xo lanes; block 256: m and
 // o are unused.
+// c (optional, block 32) [n / 32]: -128 times each block's sum of q (MatmulArgs::xc).
 void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
-                          int32_t* o = nullptr);
+                          int32_t* o = nullptr, int32_t* c = nullptr);
 
 // Computes y[t, r] for r in [row_begin, row_end), t < num_tokens:
 //   F32 / F16 / BF16: sum_c W[r, c] * x[t, c];
@@ -60,7 +66,10 @@ void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
 void matmul_rows_quant_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
-// Quantised types only, with AVX-512 VNNI (vpdpbusd); same results as matmul_rows_avx512.
+// Quantised types only, with AVX-512 VNNI (vpdpbusd); same results as matmul_rows_avx512, and interleaved
+// Q8_0 (row_begin, row_end multiples of 16) with the same results as matmul_rows_scalar.
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
+// Block b of row r of a Q8_0 matrix, plain or interleaved: its scale d and its 32 quants q.
+void q8_0_block(const MatmulArgs& a, int64_t r, int64_t b, float* d, int8_t* q);
 
 }  // namespace inflight::kernels::cpu

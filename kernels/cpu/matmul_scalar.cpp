@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/matmul.h"
 
 namespace inflight::kernels::cpu {
 namespace {
@@ -13,19 +14,17 @@ namespace {
 void matmul_rows_q8_0(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int64_t num_blocks = a.cols / kQ8BlockSize;
   for (int64_t r = row_begin; r < row_end; ++r) {
-    const uint8_t* row = a.w + r * a.w_row_bytes;
     for (int64_t t = 0; t < a.num_tokens; ++t) {
       const int8_t* xq = a.xq + t * a.cols;
       const float* xd = a.xd + t * num_blocks;
       float sum = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* blk = row + b * kQ8BlockBytes;
-        uint16_t d16;
-        std::memcpy(&d16, blk, 2);
-        const auto* qw = reinterpret_cast<const int8_t*>(blk + 2);
+        float dw;
+        int8_t qw[kQ8BlockSize];
+        q8_0_block(a, r, b, &dw, qw);
         int32_t dot = 0;
         for (int i = 0; i < kQ8BlockSize; ++i) dot += int32_t(qw[i]) * int32_t(xq[b * kQ8BlockSize + i]);
-        sum += (f16_to_f32(d16) * xd[b]) * float(dot);
+        sum += (dw * xd[b]) * float(dot);
       }
       a.y[t * a.rows + r] = sum;
     }
@@ -33,6 +32,21 @@ void matmul_rows_q8_0(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
 }
 
 }  // namespace
+
+void q8_0_block(const MatmulArgs& a, int64_t r, int64_t b, float* d, int8_t* q) {
+  uint16_t d16;
+  if (!a.interleaved) {
+    const uint8_t* blk = a.w + r * a.w_row_bytes + b * kQ8BlockBytes;
+    std::memcpy(&d16, blk, 2);
+    std::memcpy(q, blk + 2, kQ8BlockSize);
+  } else {  // see kInterleavedBlockBytes
+    const int64_t g = r / kInterleavedRows, i = r % kInterleavedRows;
+    const uint8_t* blk = a.w + (g * (a.cols / kQ8BlockSize) + b) * kInterleavedBlockBytes;
+    std::memcpy(&d16, blk + 2 * i, 2);
+    for (int k = 0; k < kQ8BlockSize; ++k) q[k] = int8_t(blk[2 * kInterleavedRows + (k / 4) * 4 * kInterleavedRows + 4 * i + k % 4] ^ 0x80);
+  }
+  *d = f16_to_f32(d16);
+}
 
 void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.dtype == DType::Q8_0) {

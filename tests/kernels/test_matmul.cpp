@@ -293,6 +293,84 @@ TEST_CASE("matmul Q8_0 with VNNI equals the maddubs AVX-512 path bit for bit") {
   CHECK(std::memcmp(plain.data(), vnni.data(), plain.size() * 4) == 0);
 }
 
+TEST_CASE("interleaved Q8_0 equals the scalar kernel on the plain matrix, bit for bit, under every ISA") {
+  test::IsaGuard restore;
+  const int64_t num_tokens = 21;  // token tiles of 8 plus a ragged tail
+  for (int64_t cols : {32, 96, 576, 2048}) {
+    const int64_t rows = 48;
+    const auto values = random_values(size_t(rows * cols), uint32_t(cols * 7));
+    TestWeights w = make_weights(DType::Q8_0, values, rows, cols);
+    // A block of -128 quants (a file may hold them) and a zero block.
+    for (int i = 0; i < kQ8BlockSize; ++i) w.bytes[size_t(kQ8BlockBytes + 2 + i)] = 0x80;
+    std::memset(w.bytes.data() + 3 * row_bytes(DType::Q8_0, cols), 0, kQ8BlockBytes);
+    const WeightMatrix plain = w.view(DType::Q8_0, rows, cols);
+    std::vector<uint8_t> bytes(w.bytes.size());
+    const WeightMatrix inter = interleave_rows(plain, bytes.data());
+    REQUIRE(inter.interleaved);
+    auto x = random_values(size_t(num_tokens * cols), uint32_t(cols * 9));
+    x[3] = 30.0f;  // an outlier
+    REQUIRE(cpu::set_active_isa(Isa::Scalar));
+    std::vector<float> want(size_t(num_tokens * rows));
+    matmul(plain, x.data(), want.data(), num_tokens);
+    for (Isa isa : test::supported_isas()) {
+      CAPTURE(cpu::isa_name(isa));
+      CAPTURE(cols);
+      REQUIRE(cpu::set_active_isa(isa));
+      std::vector<float> batch(want.size());
+      matmul(inter, x.data(), batch.data(), num_tokens);
+      CHECK(std::memcmp(batch.data(), want.data(), want.size() * 4) == 0);
+      for (int64_t begin : {0, 5, 13}) {  // each token alone, and sub-batches in other tile slots
+        for (int64_t n : {int64_t(1), int64_t(2), num_tokens - begin}) {
+          std::vector<float> sub(size_t(n * rows));
+          matmul(inter, x.data() + begin * cols, sub.data(), n);
+          CHECK(std::memcmp(sub.data(), want.data() + begin * rows, sub.size() * 4) == 0);
+        }
+      }
+    }
+    // Rows read back from the interleaved layout are the plain rows.
+    std::vector<float> a(static_cast<size_t>(cols)), b(a.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      matrix_row(plain, r, a.data());
+      matrix_row(inter, r, b.data());
+      REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("interleaved Q8_0 in a group with plain matrices gives each matrix's bits alone") {
+  test::IsaGuard restore;
+  const int64_t cols = 256, num_tokens = 6;
+  const auto v1 = random_values(size_t(32 * cols), 41), v2 = random_values(size_t(24 * cols), 42);
+  const TestWeights w1 = make_weights(DType::Q8_0, v1, 32, cols), w2 = make_weights(DType::F16, v2, 24, cols);
+  std::vector<uint8_t> bytes(w1.bytes.size());
+  const WeightMatrix inter = interleave_rows(w1.view(DType::Q8_0, 32, cols), bytes.data());
+  const WeightMatrix other = w2.view(DType::F16, 24, cols);
+  const auto x = random_values(size_t(num_tokens * cols), 43);
+  for (Isa isa : test::supported_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    std::vector<float> y1(size_t(num_tokens * 32)), y2(size_t(num_tokens * 24)), a1(y1.size()), a2(y2.size());
+    const MatmulTarget targets[] = {{&inter, y1.data()}, {&other, y2.data()}};
+    matmul(targets, x.data(), num_tokens);
+    matmul(inter, x.data(), a1.data(), num_tokens);
+    matmul(other, x.data(), a2.data(), num_tokens);
+    CHECK(std::memcmp(y1.data(), a1.data(), y1.size() * 4) == 0);
+    CHECK(std::memcmp(y2.data(), a2.data(), y2.size() * 4) == 0);
+  }
+}
+
+TEST_CASE("interleaving_pays only for Q8_0 with rows a multiple of 16, under AVX-512 VNNI") {
+  test::IsaGuard restore;
+  const WeightMatrix q8{DType::Q8_0, nullptr, 64, 64}, odd{DType::Q8_0, nullptr, 40, 64}, f16{DType::F16, nullptr, 64, 64};
+  for (Isa isa : test::supported_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    CHECK(interleaving_pays(q8) == (isa >= Isa::Avx512Vnni));
+    CHECK_FALSE(interleaving_pays(odd));
+    CHECK_FALSE(interleaving_pays(f16));
+  }
+}
+
 TEST_CASE("matmul Q8_0 handles quants of -128, which GGML never writes but a file may hold") {
   test::IsaGuard restore;
   const int64_t rows = 2, cols = 64;
