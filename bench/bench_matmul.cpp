@@ -1,12 +1,13 @@
 // matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
 // triad and a read-only sweep that measure what the memory system can deliver. Decode (1 token) should approach the
-// triad; prefill (64 tokens) is compute bound and also reports FLOP/s.
+// triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s. q8_0i: Q8_0 interleaved as the
+// engine lays it out under AVX-512 VNNI (kernels::interleave_rows).
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
 //   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
 //
-// Weights are cycled over enough copies to exceed the last-level cache, so decode numbers are DRAM
-// numbers, as in a real model whose layers do not fit in cache.
+// Weights are cycled over enough copies to exceed the last-level cache, so every case reads them from DRAM,
+// as a real model does at every step: its layers do not fit in cache.
 #include <benchmark/benchmark.h>
 
 #include <sys/mman.h>
@@ -72,16 +73,23 @@ std::vector<uint8_t> make_matrix(DType dtype, int64_t rows, int64_t cols, uint32
   return bytes;
 }
 
-void run_matmul(benchmark::State& state, DType dtype, int64_t rows, int64_t cols, int64_t num_tokens) {
+// interleaved: Q8_0 with its rows interleaved as the engine lays them out under AVX-512 VNNI (q8_0i).
+void run_matmul(benchmark::State& state, DType dtype, bool interleaved, int64_t rows, int64_t cols, int64_t num_tokens) {
   const int64_t matrix_bytes = rows * row_bytes(dtype, cols);
-  const int64_t num_copies = num_tokens == 1 ? (kColdBytes + matrix_bytes - 1) / matrix_bytes : 1;
+  const int64_t num_copies = (kColdBytes + matrix_bytes - 1) / matrix_bytes;
   std::vector<std::vector<uint8_t>> copies;
-  for (int64_t i = 0; i < num_copies; ++i) copies.push_back(make_matrix(dtype, rows, cols, uint32_t(i + 1)));
+  for (int64_t i = 0; i < num_copies; ++i) {
+    copies.push_back(make_matrix(dtype, rows, cols, uint32_t(i + 1)));
+    if (interleaved) {
+      std::vector<uint8_t> plain = copies.back();
+      interleave_rows({dtype, plain.data(), rows, cols}, copies.back().data());
+    }
+  }
   std::vector<float> x(size_t(num_tokens * cols), 0.5f);  // [num_tokens, cols]
   std::vector<float> y(size_t(num_tokens * rows));        // [num_tokens, rows]
   int64_t next = 0;
   for (auto _ : state) {
-    const WeightMatrix w{dtype, copies[size_t(next)].data(), rows, cols};
+    const WeightMatrix w{dtype, copies[size_t(next)].data(), rows, cols, interleaved};
     matmul(w, x.data(), y.data(), num_tokens);
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
@@ -174,15 +182,17 @@ bool register_all() {
   const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {576, 576}, {3072, 576}, {576, 1536}};
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                       DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    for (bool interleaved : {false, true}) {
     for (const Shape& s : shapes) {
-      if (s.cols % block_size(dtype) != 0) continue;
-      for (int64_t num_tokens : {1, 64}) {
-        const std::string name = "matmul/" + std::string(dtype_name(dtype)) + "/" + std::to_string(s.rows) + "x" +
-                                 std::to_string(s.cols) + "/t" + std::to_string(num_tokens);
-        benchmark::RegisterBenchmark(name.c_str(), run_matmul, dtype, s.rows, s.cols, num_tokens)
+      if (s.cols % block_size(dtype) != 0 || (interleaved && (dtype != DType::Q8_0 || s.rows % kInterleavedRows != 0))) continue;
+      for (int64_t num_tokens : {1, 8, 32, 64}) {
+        const std::string name = "matmul/" + std::string(dtype_name(dtype)) + (interleaved ? "i/" : "/") +
+                                 std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" + std::to_string(num_tokens);
+        benchmark::RegisterBenchmark(name.c_str(), run_matmul, dtype, interleaved, s.rows, s.cols, num_tokens)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+    }
     }
   }
   return true;

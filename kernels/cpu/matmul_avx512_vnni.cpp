@@ -71,7 +71,13 @@ void interleaved_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 
 // Group by group, all token tiles over one group's blocks while they sit in L1.
 void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t g = row_begin / kGroupRows; g < row_end / kGroupRows; ++g) {
+  const int64_t group_bytes = a.cols / 32 * kGroupBlockBytes, g_end = row_end / kGroupRows;
+  for (int64_t g = row_begin / kGroupRows; g < g_end; ++g) {
+    if (a.num_tokens > 1) {  // kPrefetchBlocks groups ahead, as run_tiled
+      const int64_t from = g == row_begin / kGroupRows ? g + 1 : g + kPrefetchBlocks;
+      const int64_t to = g + kPrefetchBlocks + 1 < g_end ? g + kPrefetchBlocks + 1 : g_end;
+      if (from < to) prefetch_bytes(a.w + from * group_bytes, (to - from) * group_bytes);
+    }
     for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kTokensPerTile) {
       switch (a.num_tokens - t0 < kTokensPerTile ? a.num_tokens - t0 : kTokensPerTile) {
         case 1: interleaved_tile<1>(a, g, t0); break;

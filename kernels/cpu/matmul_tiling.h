@@ -6,6 +6,8 @@
 // NOTE: deliberately in an anonymous namespace: each ISA file gets its own copy compiled with its
 // own -m flags and nothing with external linkage escapes (see matmul_kernels.h).
 #pragma once
+#include <immintrin.h>
+
 #include <cstdint>
 
 #include "kernels/cpu/matmul_kernels.h"
@@ -35,10 +37,25 @@ void run_token_tile(const MatmulArgs& a, int64_t r0, int64_t num_rows, int64_t t
   if constexpr (R > 1) run_row_tiles<Kernel, 1, T>(a, r, row_end, t0);
 }
 
+// Asks for bytes [p, p + n) in L2 ahead of use. A batch reads each row block as several short row
+// streams, which the hardware prefetchers pick up too late: without this, SmolLM's gate + up at 8
+// tokens read its weights from DRAM at a third of the one-token rate.
+inline void prefetch_bytes(const uint8_t* p, int64_t n) {
+  for (int64_t i = 0; i < n; i += 64) _mm_prefetch(reinterpret_cast<const char*>(p + i), _MM_HINT_T1);
+}
+
+// Row blocks ahead that a batch prefetches (1, 2 and 4 measured alike).
+constexpr int64_t kPrefetchBlocks = 2;
+
 template <class Kernel>
 void run_tiled(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
     const int64_t num_rows = row_end - r0 < kRowBlock ? row_end - r0 : kRowBlock;
+    if (a.num_tokens > 1) {  // kPrefetchBlocks row blocks ahead, while this one computes
+      const int64_t from = r0 == row_begin ? r0 + kRowBlock : r0 + kPrefetchBlocks * kRowBlock;
+      const int64_t to = r0 + (kPrefetchBlocks + 1) * kRowBlock < row_end ? r0 + (kPrefetchBlocks + 1) * kRowBlock : row_end;
+      if (from < to) prefetch_bytes(a.w + from * a.w_row_bytes, (to - from) * a.w_row_bytes);
+    }
     for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kTokenTile) {
       switch (a.num_tokens - t0 < kTokenTile ? a.num_tokens - t0 : kTokenTile) {
         case 1: run_token_tile<Kernel, 1>(a, r0, num_rows, t0); break;
