@@ -73,7 +73,7 @@ void interleaved_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int64_t group_bytes = a.cols / 32 * kGroupBlockBytes, g_end = row_end / kGroupRows;
   for (int64_t g = row_begin / kGroupRows; g < g_end; ++g) {
-    if (a.num_tokens > 1) {  // kPrefetchBlocks groups ahead, as run_tiled
+    if (prefetches(a)) {  // kPrefetchBlocks groups ahead, as run_tiled
       const int64_t from = g == row_begin / kGroupRows ? g + 1 : g + kPrefetchBlocks;
       const int64_t to = g + kPrefetchBlocks + 1 < g_end ? g + kPrefetchBlocks + 1 : g_end;
       if (from < to) prefetch_bytes(a.w + from * group_bytes, (to - from) * group_bytes);
