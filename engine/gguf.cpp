@@ -152,6 +152,7 @@ class GgufParser {
     GgufFile f;
     f.path_ = std::move(path);
     f.storage_ = std::move(owner);
+    f.bytes_ = std::span<const uint8_t>(data, size_t(size));
     ByteReader r(data, size, f.path_);
 
     char magic[4];
@@ -305,7 +306,9 @@ class GgufParser {
 
 GgufFile GgufFile::open(const std::string& path) {
   MappedFile m = map_file(path);
-  return GgufParser::parse(path, m.data, m.size, std::move(m.owner));
+  GgufFile g = GgufParser::parse(path, m.data, m.size, std::move(m.owner));
+  g.private_copy_ = true;
+  return g;
 }
 
 GgufFile GgufFile::from_memory(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name) {

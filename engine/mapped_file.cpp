@@ -36,6 +36,13 @@ constexpr size_t kHugePage = size_t(2) << 20;    // x86-64 transparent huge page
 
 }  // namespace
 
+void make_writable(const void* p, uint64_t n, bool writable) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
+  mprotect(reinterpret_cast<void*>(begin), end - begin, writable ? PROT_READ | PROT_WRITE : PROT_READ);
+}
+
 MappedFile map_file(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) throw_load_error(path, std::string("cannot open: ") + std::strerror(errno));

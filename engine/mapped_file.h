@@ -18,4 +18,8 @@ struct MappedFile {
 // opened or read, is not a regular file, or changes size while it is read.
 MappedFile map_file(const std::string& path);
 
+// Makes the pages holding bytes [p, p + n) of a map_file() copy writable (`writable`) or read-only again:
+// for rearranging weights in place while loading, before any view of them is handed out.
+void make_writable(const void* p, uint64_t n, bool writable);
+
 }  // namespace inflight::engine

@@ -29,12 +29,9 @@ std::shared_ptr<uint8_t> huge_page_buffer(size_t bytes) {
   return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
 }
 
-// Interleaves, once each, the matrices this CPU multiplies faster so (kernels::interleaving_pays: Q8_0
-// under AVX-512 VNNI), one after another in one buffer on 2 MiB pages as the file's tensors were (a buffer
-// per matrix, each 2 MiB-aligned, measured 1.45x slower at decode). A tied embedding follows the output
-// matrix, and is read with matrix_row().
-// NOTE: the copies come on top of the file's memory, which other ModelWeights may still view.
-void interleave_matrices(ModelWeights& w) {
+}  // namespace
+
+void interleave_matrices(ModelWeights& w, bool in_place) {
   std::vector<kernels::WeightMatrix*> all;
   for (LayerWeights& l : w.layers) {
     for (kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) all.push_back(m);
@@ -44,15 +41,16 @@ void interleave_matrices(ModelWeights& w) {
   std::vector<std::pair<const void*, kernels::WeightMatrix>> done;  // plain data -> interleaved view
   std::vector<kernels::WeightMatrix*> todo;
   size_t total = 0;
+  auto bytes = [](const kernels::WeightMatrix& m) { return size_t(m.rows * kernels::row_bytes(m.dtype, m.cols)); };
   for (kernels::WeightMatrix* m : all) {
     if (!kernels::interleaving_pays(*m)) continue;
     bool seen = false;
     for (const kernels::WeightMatrix* t : todo) seen = seen || t->data == m->data;
-    if (!seen) total += (size_t(m->rows * kernels::row_bytes(m->dtype, m->cols)) + 63) / 64 * 64;
+    if (!seen) total += (bytes(*m) + 63) / 64 * 64;
     todo.push_back(m);
   }
   if (todo.empty()) return;
-  std::shared_ptr<uint8_t> buffer = huge_page_buffer(total);
+  std::shared_ptr<uint8_t> buffer = in_place ? nullptr : huge_page_buffer(total);
   size_t used = 0;
   for (kernels::WeightMatrix* m : todo) {
     const auto it = std::find_if(done.begin(), done.end(), [&](const auto& d) { return d.first == m->data; });
@@ -60,17 +58,20 @@ void interleave_matrices(ModelWeights& w) {
       *m = it->second;
       continue;
     }
-    const kernels::WeightMatrix view = kernels::interleave_rows(*m, buffer.get() + used);
-    used += (size_t(m->rows * kernels::row_bytes(m->dtype, m->cols)) + 63) / 64 * 64;
+    kernels::WeightMatrix view;
+    if (in_place) {
+      view = kernels::interleave_rows(*m, const_cast<void*>(m->data));
+    } else {
+      view = kernels::interleave_rows(*m, buffer.get() + used);
+      used += (bytes(*m) + 63) / 64 * 64;
+    }
     done.emplace_back(m->data, view);
     *m = view;
   }
-  w.storage.push_back(std::move(buffer));
+  if (buffer) w.storage.push_back(std::move(buffer));
 }
 
-}  // namespace
-
-Model::Model(ModelWeights weights) : w_(std::move(weights)) { interleave_matrices(w_); }
+Model::Model(ModelWeights weights) : w_(std::move(weights)) { interleave_matrices(w_, false); }
 
 void Model::ensure_scratch(int num_tokens) {
   if (num_tokens <= scratch_tokens_) return;

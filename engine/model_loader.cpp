@@ -16,6 +16,7 @@
 #include "engine/default_model.h"
 #include "engine/gguf.h"
 #include "engine/load_error.h"
+#include "engine/mapped_file.h"
 #include "engine/safetensors.h"
 
 namespace inflight::engine {
@@ -350,6 +351,14 @@ LoadedModel load_gguf(const GgufFile& g) {
   }
   Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config.vocab_size), g.path());
   tokenizer.pad_vocab(w.config.vocab_size);
+  // The file's own copy is rearranged where it lies: no second copy of those matrices (Model's would be).
+  // All of it is made writable and read-only again at once: changing the protection of part of a 2 MiB
+  // page splits it into 4 KiB pages.
+  if (g.private_copy()) {
+    make_writable(g.bytes().data(), g.bytes().size(), true);
+    interleave_matrices(w, true);
+    make_writable(g.bytes().data(), g.bytes().size(), false);
+  }
   return LoadedModel{std::move(w), std::move(tokenizer), g.get_string("tokenizer.chat_template").value_or("")};
 }
 

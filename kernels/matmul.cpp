@@ -269,13 +269,16 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   if (w.dtype != DType::Q8_0 || w.interleaved || w.rows % kInterleavedRows != 0)
     fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 matrix with rows a multiple of 16", w.rows);
   const int64_t num_blocks = w.cols / kQ8BlockSize, row_bytes = num_blocks * kQ8BlockBytes;
-  const auto* src = static_cast<const uint8_t*>(w.data);
   auto* dst = static_cast<uint8_t*>(out);
+  // Group g's 16 plain rows and its interleaved blocks span the same bytes: each group is copied out
+  // first, so `out` may be w.data.
+  std::vector<uint8_t> group(size_t(kInterleavedRows * row_bytes));
   for (int64_t g = 0; g < w.rows / kInterleavedRows; ++g) {
+    std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * kInterleavedRows * row_bytes, group.size());
     for (int64_t b = 0; b < num_blocks; ++b) {
       uint8_t* blk = dst + (g * num_blocks + b) * kInterleavedBlockBytes;
       for (int64_t i = 0; i < kInterleavedRows; ++i) {
-        const uint8_t* from = src + (g * kInterleavedRows + i) * row_bytes + b * kQ8BlockBytes;
+        const uint8_t* from = group.data() + i * row_bytes + b * kQ8BlockBytes;
         std::memcpy(blk + 2 * i, from, 2);
         for (int k = 0; k < kQ8BlockSize; ++k)
           blk[2 * kInterleavedRows + (k / 4) * 4 * kInterleavedRows + 4 * i + k % 4] = uint8_t(from[2 + k] ^ 0x80);

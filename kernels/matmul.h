@@ -27,8 +27,8 @@ inline constexpr int64_t kInterleavedBlockBytes = 16 * 2 + 16 * 32;
 // AVX-512 VNNI kernels (active_isa()). The result of a matmul equals the scalar kernel's on the plain
 // matrix, bit for bit, under every ISA.
 bool interleaving_pays(const WeightMatrix& w);
-// Writes w's rows interleaved into `out` (row_bytes(w.dtype, w.cols) * w.rows bytes) and returns the
-// matrix viewing it. Requires Q8_0, rows a multiple of 16, and w not interleaved.
+// Writes w's rows interleaved into `out` (row_bytes(w.dtype, w.cols) * w.rows bytes; may be w.data, in
+// place) and returns the matrix viewing it. Requires Q8_0, rows a multiple of 16, and w not interleaved.
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out);
 // Row r of w (plain or interleaved) in f32.
 void matrix_row(const WeightMatrix& w, int64_t r, float* out);
