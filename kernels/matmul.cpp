@@ -20,8 +20,8 @@ constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23: (v + k) - k rounds |v|
 
 // llama.cpp's Q8_0 / Q8_1 activation block (x86): d = amax / 127, q = x * (127 / amax) rounded to nearest
 // even; d and d * sum(q) (Q8_1's s) kept as f16. The inverse is taken as 127 / amax, not 1 / d: activations that sit exactly on a rounding
-// midpoint (quantised embeddings make many) then round the same way as in llama.cpp.
-void quantize_block_32(const float* xb, int8_t* qb, float* d, float* m) {
+// midpoint (quantised embeddings make many) then round the same way as in llama.cpp. Returns sum(q).
+int32_t quantize_block_32(const float* xb, int8_t* qb, float* d, float* m) {
   float amax = 0.0f;
   for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
   const float scale = amax / 127.0f;
@@ -33,6 +33,7 @@ void quantize_block_32(const float* xb, int8_t* qb, float* d, float* m) {
   }
   *d = f16_to_f32(f32_to_f16(scale));
   *m = f16_to_f32(f32_to_f16(scale * float(sum)));
+  return sum;
 }
 
 // llama.cpp's Q8_K activation block: the element of largest magnitude m (with its sign), iscale = -127 / m,
@@ -60,13 +61,12 @@ void quantize_block_256(const float* xb, int8_t* qb, float* d) {
 void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
                           int32_t* o, int32_t* c) {
   for (int64_t b = 0; b < n / block; ++b) {
-    if (block == 256) quantize_block_256(x + b * block, q + b * block, d + b);
-    else quantize_block_32(x + b * block, q + b * block, d + b, m + b);
-  }
-  for (int64_t b = 0; c && block == 32 && b < n / 32; ++b) {
-    int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) sum += q[b * 32 + i];
-    c[b] = -128 * sum;
+    if (block == 256) {
+      quantize_block_256(x + b * block, q + b * block, d + b);
+    } else {
+      const int32_t sum = quantize_block_32(x + b * block, q + b * block, d + b, m + b);
+      if (c) c[b] = -128 * sum;
+    }
   }
   for (int64_t g = 0; o && block == 32 && g < n / 4; ++g) o[g] = -16 * (q[4 * g] + q[4 * g + 1] + q[4 * g + 2] + q[4 * g + 3]);
   for (int64_t g = 0; s && g < n / 16; ++g) {

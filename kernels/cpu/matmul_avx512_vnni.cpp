@@ -14,13 +14,13 @@
 
 #include "kernels/cpu/matmul_q8_int8.h"
 #include "kernels/cpu/matmul_quant_int8.h"
+#include "kernels/matmul.h"  // the interleaved layout's constants
 
 namespace inflight::kernels::cpu {
 namespace {
 
-constexpr int kGroupRows = 16;                  // kInterleavedRows
-constexpr int kGroupBlockBytes = 16 * 2 + 16 * 32;  // kInterleavedBlockBytes
-constexpr int kTokensPerTile = 8;               // tokens sharing each load of a group's block
+constexpr int kGroupRows = int(kInterleavedRows);
+constexpr int kTokensPerTile = 8;  // tokens sharing each load of a group's block
 
 inline int32_t load_i32(const int8_t* p) {
   int32_t v;
@@ -34,7 +34,7 @@ template <int T>
 void interleaved_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   constexpr int kChains = T <= 2 ? 2 : 1;
   const int64_t num_blocks = a.cols / 32;
-  const uint8_t* w = a.w + g * num_blocks * kGroupBlockBytes;
+  const uint8_t* w = a.w + g * num_blocks * kInterleavedBlockBytes;
   const int8_t* xq = a.xq + t0 * a.cols;
   const float* xd = a.xd + t0 * num_blocks;
   const int32_t* xc = a.xc + t0 * num_blocks;
@@ -42,7 +42,7 @@ void interleaved_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 #pragma GCC unroll 8
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
-    const uint8_t* blk = w + b * kGroupBlockBytes;
+    const uint8_t* blk = w + b * kInterleavedBlockBytes;
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i dot[kChains][T];
 #pragma GCC unroll 8
@@ -71,13 +71,8 @@ void interleaved_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 
 // Group by group, all token tiles over one group's blocks while they sit in L1.
 void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  const int64_t group_bytes = a.cols / 32 * kGroupBlockBytes, g_end = row_end / kGroupRows;
-  for (int64_t g = row_begin / kGroupRows; g < g_end; ++g) {
-    if (prefetches(a)) {  // kPrefetchBlocks groups ahead, as run_tiled
-      const int64_t from = g == row_begin / kGroupRows ? g + 1 : g + kPrefetchBlocks;
-      const int64_t to = g + kPrefetchBlocks + 1 < g_end ? g + kPrefetchBlocks + 1 : g_end;
-      if (from < to) prefetch_bytes(a.w + from * group_bytes, (to - from) * group_bytes);
-    }
+  for (int64_t g = row_begin / kGroupRows; g < row_end / kGroupRows; ++g) {
+    prefetch_ahead(a, g * kGroupRows, kGroupRows, row_begin, row_end);  // a group spans its 16 rows' bytes
     for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kTokensPerTile) {
       switch (a.num_tokens - t0 < kTokensPerTile ? a.num_tokens - t0 : kTokensPerTile) {
         case 1: interleaved_tile<1>(a, g, t0); break;

@@ -134,11 +134,7 @@ void run_unpacking(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   u.w_row_bytes = unpacked_row_bytes;
   for (int64_t r0 = row_begin; r0 < row_end; r0 += rows_per_pass) {
     const int64_t num_rows = row_end - r0 < rows_per_pass ? row_end - r0 : rows_per_pass;
-    if (prefetches(a)) {  // kPrefetchBlocks passes ahead, as run_tiled
-      const int64_t from = r0 == row_begin ? r0 + rows_per_pass : r0 + kPrefetchBlocks * rows_per_pass;
-      const int64_t end = r0 + (kPrefetchBlocks + 1) * rows_per_pass, to = end < row_end ? end : row_end;
-      if (from < to) prefetch_bytes(a.w + from * a.w_row_bytes, (to - from) * a.w_row_bytes);
-    }
+    prefetch_ahead(a, r0, rows_per_pass, row_begin, row_end);
     for (int64_t r = 0; r < num_rows; ++r) {
       const uint8_t* src = a.w + (r0 + r) * a.w_row_bytes;
       uint8_t* dst = scratch + r * unpacked_row_bytes;

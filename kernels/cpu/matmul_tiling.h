@@ -50,17 +50,22 @@ inline void prefetch_bytes(const uint8_t* p, int64_t n) {
 constexpr int64_t kPrefetchBlocks = 2;
 constexpr int64_t kPrefetchMaxTokens = 32;
 
-inline bool prefetches(const MatmulArgs& a) { return a.num_tokens > 1 && a.num_tokens <= kPrefetchMaxTokens; }
+// For a batch (2 to kPrefetchMaxTokens tokens), as the `step` rows from r0 of [row_begin, row_end) start:
+// asks for the rows kPrefetchBlocks steps ahead (at the first step, every step up to there), so each row is
+// asked for once, while this step computes. Row r's bytes start at a.w + r * a.w_row_bytes, which also holds
+// for interleaved groups of whole rows.
+inline void prefetch_ahead(const MatmulArgs& a, int64_t r0, int64_t step, int64_t row_begin, int64_t row_end) {
+  if (a.num_tokens <= 1 || a.num_tokens > kPrefetchMaxTokens) return;
+  const int64_t from = r0 == row_begin ? r0 + step : r0 + kPrefetchBlocks * step;
+  const int64_t end = r0 + (kPrefetchBlocks + 1) * step, to = end < row_end ? end : row_end;
+  if (from < to) prefetch_bytes(a.w + from * a.w_row_bytes, (to - from) * a.w_row_bytes);
+}
 
 template <class Kernel>
 void run_tiled(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t r0 = row_begin; r0 < row_end; r0 += kRowBlock) {
     const int64_t num_rows = row_end - r0 < kRowBlock ? row_end - r0 : kRowBlock;
-    if (prefetches(a)) {  // kPrefetchBlocks row blocks ahead, while this one computes
-      const int64_t from = r0 == row_begin ? r0 + kRowBlock : r0 + kPrefetchBlocks * kRowBlock;
-      const int64_t to = r0 + (kPrefetchBlocks + 1) * kRowBlock < row_end ? r0 + (kPrefetchBlocks + 1) * kRowBlock : row_end;
-      if (from < to) prefetch_bytes(a.w + from * a.w_row_bytes, (to - from) * a.w_row_bytes);
-    }
+    prefetch_ahead(a, r0, kRowBlock, row_begin, row_end);
     for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kTokenTile) {
       switch (a.num_tokens - t0 < kTokenTile ? a.num_tokens - t0 : kTokenTile) {
         case 1: run_token_tile<Kernel, 1>(a, r0, num_rows, t0); break;
