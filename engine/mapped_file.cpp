@@ -43,6 +43,19 @@ void make_writable(const void* p, uint64_t n, bool writable) {
   mprotect(reinterpret_cast<void*>(begin), end - begin, writable ? PROT_READ | PROT_WRITE : PROT_READ);
 }
 
+HugePageMemory allocate_huge_pages(size_t bytes) {
+  // Over-allocated by one huge page so that the start can be aligned to one.
+  const size_t mapped = bytes + kHugePage;
+  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (base == MAP_FAILED) return {};
+  auto mapping = std::make_shared<Mapping>();
+  mapping->addr = base;
+  mapping->size = mapped;
+  void* addr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
+  madvise(addr, bytes, MADV_HUGEPAGE);  // advice only: no huge pages is no error
+  return {static_cast<uint8_t*>(addr), std::move(mapping)};
+}
+
 MappedFile map_file(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (f.fd < 0) throw_load_error(path, std::string("cannot open: ") + std::strerror(errno));
@@ -51,23 +64,16 @@ MappedFile map_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) throw_load_error(path, "not a regular file");
   MappedFile file;
   file.size = uint64_t(st.st_size);
-  auto mapping = std::make_shared<Mapping>();
   if (file.size == 0) {  // mmap rejects length 0; an empty file is simply no bytes
-    file.owner = std::move(mapping);
+    file.owner = std::make_shared<Mapping>();
     return file;
   }
   // Weights are read in full once per token, so they sit on 2 MiB pages where the kernel allows it
-  // (transparent_hugepage "madvise" or "always"): one TLB entry per 2 MiB instead of 512. The mapping is
-  // over-allocated by one huge page so its start can be aligned to one.
-  const size_t mapped = size_t(file.size) + kHugePage;
-  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED)
+  // (transparent_hugepage "madvise" or "always"): one TLB entry per 2 MiB instead of 512.
+  HugePageMemory memory = allocate_huge_pages(size_t(file.size));
+  if (memory.data == nullptr)
     throw_load_error(path, "cannot allocate " + std::to_string(file.size) + " bytes: " + std::strerror(errno));
-  mapping->addr = base;
-  mapping->size = mapped;
-  void* addr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
-  madvise(addr, size_t(file.size), MADV_HUGEPAGE);  // advice only: no huge pages is no error
-  auto* bytes = static_cast<uint8_t*>(addr);
+  uint8_t* bytes = memory.data;
   uint64_t done = 0;
   while (done < file.size) {
     const size_t want = size_t(std::min<uint64_t>(file.size - done, kReadChunk));
@@ -85,9 +91,9 @@ MappedFile map_file(const std::string& path) {
     throw_load_error(path, "the file changed while it was read; load it again once it is complete");
   // The private copy is what is served; the page cache's copy may go.
   posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
-  mprotect(addr, size_t(file.size), PROT_READ);  // NOTE: views are const; a stray write faults at once
+  mprotect(bytes, size_t(file.size), PROT_READ);  // NOTE: views are const; a stray write faults at once
   file.data = bytes;
-  file.owner = std::move(mapping);
+  file.owner = std::move(memory.owner);
   return file;
 }
 

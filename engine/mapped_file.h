@@ -2,6 +2,7 @@
 // NOTE: read, not mmap'ed: a file mapped from disk that is truncated or rewritten while served would
 // crash the process with SIGBUS on the next touch of a vanished page; a private copy cannot change.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -17,6 +18,15 @@ struct MappedFile {
 // Reads the whole file at `path` into anonymous memory. Throws LoadError naming `path` when it cannot be
 // opened or read, is not a regular file, or changes size while it is read.
 MappedFile map_file(const std::string& path);
+
+// `bytes` (> 0) of anonymous read-write memory, aligned to 2 MiB and advised onto 2 MiB pages (transparent
+// huge pages "madvise" or "always"), freed when the last copy of `owner` goes; data is nullptr (errno set)
+// when it cannot be had. map_file() reads into such memory.
+struct HugePageMemory {
+  uint8_t* data = nullptr;
+  std::shared_ptr<const void> owner;
+};
+HugePageMemory allocate_huge_pages(size_t bytes);
 
 // Makes the pages holding bytes [p, p + n) of a map_file() copy writable (`writable`) or read-only again:
 // for rearranging weights in place while loading, before any view of them is handed out.

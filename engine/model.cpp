@@ -1,15 +1,12 @@
 // The Llama-family forward pass, read top to bottom as in llama2.c, over a packed batch of T tokens.
 #include "engine/model.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <memory>
 #include <new>
 #include <utility>
 
+#include "engine/mapped_file.h"
 #include "kernels/attention_params.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -18,39 +15,27 @@ namespace inflight::engine {
 
 using kernels::matmul;
 
-namespace {
-
-// Anonymous memory on 2 MiB pages where the kernel allows it, as the model file's (engine/mapped_file.cpp).
-std::shared_ptr<uint8_t> huge_page_buffer(size_t bytes) {
-  constexpr size_t kHugePage = size_t(2) << 20;
-  void* p = nullptr;
-  if (posix_memalign(&p, kHugePage, bytes) != 0) throw std::bad_alloc();
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only
-  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
-}
-
-}  // namespace
-
 void interleave_matrices(ModelWeights& w, bool in_place) {
-  std::vector<kernels::WeightMatrix*> all;
-  for (LayerWeights& l : w.layers) {
-    for (kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) all.push_back(m);
-  }
-  all.push_back(&w.output);
-  if (w.token_embd.data == w.output.data) all.push_back(&w.token_embd);
-  std::vector<std::pair<const void*, kernels::WeightMatrix>> done;  // plain data -> interleaved view
+  auto padded_bytes = [](const kernels::WeightMatrix& m) {
+    return (size_t(m.rows * kernels::row_bytes(m.dtype, m.cols)) + 63) / 64 * 64;
+  };
   std::vector<kernels::WeightMatrix*> todo;
-  size_t total = 0;
-  auto bytes = [](const kernels::WeightMatrix& m) { return size_t(m.rows * kernels::row_bytes(m.dtype, m.cols)); };
-  for (kernels::WeightMatrix* m : all) {
-    if (!kernels::interleaving_pays(*m)) continue;
-    bool seen = false;
-    for (const kernels::WeightMatrix* t : todo) seen = seen || t->data == m->data;
-    if (!seen) total += (bytes(*m) + 63) / 64 * 64;
-    todo.push_back(m);
+  for (LayerWeights& l : w.layers) {
+    for (kernels::WeightMatrix* m : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+      if (kernels::interleaving_pays(*m)) todo.push_back(m);
   }
+  if (kernels::interleaving_pays(w.output)) todo.push_back(&w.output);
   if (todo.empty()) return;
-  std::shared_ptr<uint8_t> buffer = in_place ? nullptr : huge_page_buffer(total);
+  size_t total = 0;
+  for (const kernels::WeightMatrix* m : todo) total += padded_bytes(*m);
+  HugePageMemory buffer;
+  if (!in_place) {
+    buffer = allocate_huge_pages(total);
+    if (buffer.data == nullptr) throw std::bad_alloc();
+  }
+  const void* output_data = w.output.data;
+  // Plain bytes -> their interleaved view: tensors a file lets share bytes are interleaved once.
+  std::vector<std::pair<const void*, kernels::WeightMatrix>> done;
   size_t used = 0;
   for (kernels::WeightMatrix* m : todo) {
     const auto it = std::find_if(done.begin(), done.end(), [&](const auto& d) { return d.first == m->data; });
@@ -58,17 +43,13 @@ void interleave_matrices(ModelWeights& w, bool in_place) {
       *m = it->second;
       continue;
     }
-    kernels::WeightMatrix view;
-    if (in_place) {
-      view = kernels::interleave_rows(*m, const_cast<void*>(m->data));
-    } else {
-      view = kernels::interleave_rows(*m, buffer.get() + used);
-      used += (bytes(*m) + 63) / 64 * 64;
-    }
-    done.emplace_back(m->data, view);
-    *m = view;
+    void* out = in_place ? const_cast<void*>(m->data) : buffer.data + used;
+    used += padded_bytes(*m);
+    done.emplace_back(m->data, kernels::interleave_rows(*m, out));
+    *m = done.back().second;
   }
-  if (buffer) w.storage.push_back(std::move(buffer));
+  if (w.token_embd.data == output_data && w.output.interleaved) w.token_embd = w.output;  // tied
+  if (buffer.owner) w.storage.push_back(std::move(buffer.owner));
 }
 
 Model::Model(ModelWeights weights) : w_(std::move(weights)) { interleave_matrices(w_, false); }
