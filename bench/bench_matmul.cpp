@@ -1,7 +1,7 @@
 // matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
 // triad and a read-only sweep that measure what the memory system can deliver. Decode (1 token) should approach the
-// triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s. q8_0i: Q8_0 interleaved as the
-// engine lays it out under AVX-512 VNNI (kernels::interleave_rows).
+// triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s. q8_0i, f16i, bf16i: interleaved
+// as the engine lays them out under AVX-512 (VNNI for Q8_0; kernels::interleave_rows).
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
 //   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
@@ -184,7 +184,8 @@ bool register_all() {
                       DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (bool interleaved : {false, true}) {
     for (const Shape& s : shapes) {
-      if (s.cols % block_size(dtype) != 0 || (interleaved && (dtype != DType::Q8_0 || s.rows % kInterleavedRows != 0))) continue;
+      const int64_t group = dtype == DType::Q8_0 ? kInterleavedRows : dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
+      if (s.cols % block_size(dtype) != 0 || (interleaved && (group == 0 || s.rows % group != 0))) continue;
       for (int64_t num_tokens : {1, 8, 32, 64}) {
         const std::string name = "matmul/" + std::string(dtype_name(dtype)) + (interleaved ? "i/" : "/") +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" + std::to_string(num_tokens);

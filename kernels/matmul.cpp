@@ -80,9 +80,9 @@ void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float
 
 namespace {
 
-// Rows handed out together: a multiple of the SIMD row block (8) and of an interleaved group (16), so
-// chunks never split one.
-constexpr int64_t kRowBlock = 16;
+// Rows handed out together: a multiple of the SIMD row block (8) and of an interleaved group (16 for
+// Q8_0, 32 for F16 / BF16), so chunks never split one.
+constexpr int64_t kRowBlock = 32;
 // Least multiply-adds per pool task: below this a task costs less than waking a thread
 // (64x64 with one token is one task; 2048x2048 with one token is one band of 1024 rows per thread).
 constexpr int64_t kMinMacsPerTask = int64_t(1) << 15;
@@ -102,7 +102,9 @@ constexpr int64_t kComputeTasksPerThread = 4;
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
-  if (interleaved) return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
+  if (interleaved && dtype == DType::Q8_0)
+    return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
+  if (interleaved) return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : cpu::matmul_rows_scalar;
   switch (isa) {
     case cpu::Isa::Avx512Bf16:
     case cpu::Isa::Avx512Vnni:
@@ -113,6 +115,12 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
     case cpu::Isa::Scalar: break;
   }
   return cpu::matmul_rows_scalar;
+}
+
+// Rows per interleaved group of a dtype, 0 where it has no interleaved layout.
+int64_t interleaved_group(DType dtype) {
+  if (dtype == DType::Q8_0) return kInterleavedRows;
+  return dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
 }
 
 [[noreturn]] void fail(const char* file, int line, const char* what, long long value) {
@@ -151,6 +159,29 @@ void quantize_tokens(const float* x, int64_t cols, int64_t num_tokens, int block
   else compute_pool().parallel_for(num_tokens, grain, quantize);
 }
 
+// x [num_tokens, cols] -> MatmulArgs::xt: per tile of kHalfTokenTile tokens, [cols, n]; tiles in parallel.
+void pack_token_tiles(const float* x, int64_t cols, int64_t num_tokens, float* xt) {
+  const int64_t num_tiles = (num_tokens + cpu::kHalfTokenTile - 1) / cpu::kHalfTokenTile;
+  struct Job {
+    const float* x;
+    int64_t cols, num_tokens;
+    float* xt;
+  } job{x, cols, num_tokens, xt};
+  const auto pack = [j = &job](int64_t begin, int64_t end) {  // one pointer: stored inline
+    for (int64_t k = begin; k < end; ++k) {
+      const int64_t t0 = k * cpu::kHalfTokenTile, n = std::min(cpu::kHalfTokenTile, j->num_tokens - t0);
+      float* out = j->xt + t0 * j->cols;
+      for (int64_t t = 0; t < n; ++t) {
+        const float* row = j->x + (t0 + t) * j->cols;
+        for (int64_t c = 0; c < j->cols; ++c) out[c * n + t] = row[c];
+      }
+    }
+  };
+  const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols * cpu::kHalfTokenTile));
+  if (num_tiles <= grain) pack(0, num_tiles);
+  else compute_pool().parallel_for(num_tiles, grain, pack);
+}
+
 // One matmul() group: the row blocks of its matrices numbered one after another.
 struct GroupJob {
   cpu::MatmulArgs args[kMaxTargets];
@@ -185,11 +216,14 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   };
   thread_local Activations act[2];
   bool quantized[2] = {};
+  thread_local std::vector<float> packed;  // MatmulArgs::xt, where an interleaved F16 / BF16 matrix takes part
+  bool is_packed = false;
   // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel.
   const bool offsets = num_tokens <= kMaxDirectTokens &&
                        std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return is_legacy_quant(g.w->dtype); });
   // Block sums where an interleaved Q8_0 matrix takes part.
-  const bool corrections = std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return g.w->interleaved; });
+  const bool corrections = std::any_of(targets.begin(), targets.end(),
+                                       [](const MatmulTarget& g) { return g.w->interleaved && g.w->dtype == DType::Q8_0; });
 
   GroupJob job;
   job.num_targets = targets.size();
@@ -209,10 +243,18 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.y = targets[i].y;
     a.num_tokens = num_tokens;
     a.interleaved = w.interleaved;
-    if (w.interleaved && (w.dtype != DType::Q8_0 || w.rows % kInterleavedRows != 0))
-      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 with rows a multiple of 16", w.rows);
+    if (w.interleaved && w.rows % interleaved_group(w.dtype) != 0)
+      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / F16 / BF16 with whole row groups", w.rows);
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
+    if (w.interleaved && block == 1 && num_tokens > 1) {
+      if (!is_packed) {
+        packed.resize(size_t(num_tokens * cols));
+        pack_token_tiles(x, cols, num_tokens, packed.data());
+        is_packed = true;
+      }
+      a.xt = packed.data();
+    }
     if (block == 1) continue;
     const bool sums = is_kquant(w.dtype);  // else Q8_1 sums
     const int kind = sums ? 1 : 0;
@@ -261,22 +303,31 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 }
 
 bool interleaving_pays(const WeightMatrix& w) {
-  return w.dtype == DType::Q8_0 && !w.interleaved && w.rows > 0 && w.rows % kInterleavedRows == 0 &&
-         cpu::active_isa() >= cpu::Isa::Avx512Vnni;
+  const int64_t group = interleaved_group(w.dtype);
+  const cpu::Isa needs = w.dtype == DType::Q8_0 ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
+  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && cpu::active_isa() >= needs;
 }
 
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
-  if (w.dtype != DType::Q8_0 || w.interleaved || w.rows % kInterleavedRows != 0)
-    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 matrix with rows a multiple of 16", w.rows);
-  const int64_t num_blocks = w.cols / kQ8BlockSize, row_bytes = num_blocks * kQ8BlockBytes;
+  const int64_t rows_per_group = interleaved_group(w.dtype);
+  if (rows_per_group == 0 || w.interleaved || w.rows % rows_per_group != 0)
+    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / F16 / BF16 matrix of whole row groups", w.rows);
+  const int64_t row_bytes = kernels::row_bytes(w.dtype, w.cols);
   auto* dst = static_cast<uint8_t*>(out);
-  // Group g's 16 plain rows and its interleaved blocks span the same bytes: each group is copied out
-  // first, so `out` may be w.data.
-  std::vector<uint8_t> group(size_t(kInterleavedRows * row_bytes));
-  for (int64_t g = 0; g < w.rows / kInterleavedRows; ++g) {
-    std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * kInterleavedRows * row_bytes, group.size());
+  // Group g's plain rows and its interleaved bytes span the same bytes: each group is copied out first, so
+  // `out` may be w.data.
+  std::vector<uint8_t> group(size_t(rows_per_group * row_bytes));
+  for (int64_t g = 0; g < w.rows / rows_per_group; ++g) {
+    std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * rows_per_group * row_bytes, group.size());
+    uint8_t* to = dst + g * rows_per_group * row_bytes;
+    if (w.dtype != DType::Q8_0) {  // column by column, the group's 32 values of each
+      for (int64_t c = 0; c < w.cols; ++c)
+        for (int64_t i = 0; i < rows_per_group; ++i) std::memcpy(to + (c * rows_per_group + i) * 2, group.data() + i * row_bytes + c * 2, 2);
+      continue;
+    }
+    const int64_t num_blocks = w.cols / kQ8BlockSize;
     for (int64_t b = 0; b < num_blocks; ++b) {
-      uint8_t* blk = dst + (g * num_blocks + b) * kInterleavedBlockBytes;
+      uint8_t* blk = to + b * kInterleavedBlockBytes;
       for (int64_t i = 0; i < kInterleavedRows; ++i) {
         const uint8_t* from = group.data() + i * row_bytes + b * kQ8BlockBytes;
         std::memcpy(blk + 2 * i, from, 2);
@@ -301,6 +352,10 @@ void matrix_row(const WeightMatrix& w, int64_t r, float* out) {
   a.w = static_cast<const uint8_t*>(w.data);
   a.cols = w.cols;
   a.interleaved = true;
+  if (w.dtype != DType::Q8_0) {
+    for (int64_t c = 0; c < w.cols; ++c) out[c] = cpu::half_element(a, r, c);
+    return;
+  }
   for (int64_t b = 0; b < w.cols / kQ8BlockSize; ++b) {
     float d;
     int8_t q[kQ8BlockSize];

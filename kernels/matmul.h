@@ -13,22 +13,28 @@ struct WeightMatrix {
   const void* data = nullptr;  // rows * row_bytes(dtype, cols) bytes
   int64_t rows = 0;
   int64_t cols = 0;
-  // Q8_0 only: the rows interleaved in groups of kInterleavedRows (interleave_rows()), the layout the
-  // AVX-512 VNNI kernel reads 16 outputs at a time from. Same bytes in all; rows are read with matrix_row().
+  // The rows rearranged by interleave_rows() into the layout the AVX-512 kernels read many outputs at a
+  // time from: Q8_0 in groups of kInterleavedRows, F16 / BF16 in groups of kHalfInterleavedRows. Same
+  // bytes in all; rows are read with matrix_row().
   bool interleaved = false;
 };
 
-// Rows per interleaved group, and bytes per group and 32-column block: 16 f16 scales, then for each
+// Q8_0: rows per interleaved group, and bytes per group and 32-column block: 16 f16 scales, then for each
 // 4-column quad the 16 rows' 4 quants (offset to u8: q + 128).
 inline constexpr int64_t kInterleavedRows = 16;
 inline constexpr int64_t kInterleavedBlockBytes = 16 * 2 + 16 * 32;
+// F16 / BF16: rows per interleaved group, stored column by column: column c of group g is the group's 32
+// values (one 64-byte line) at (g * cols + c) * 64 bytes.
+inline constexpr int64_t kHalfInterleavedRows = 32;
 
-// Whether matmul() on this CPU runs `w` faster interleaved: Q8_0 with rows a multiple of 16, under the
-// AVX-512 VNNI kernels (active_isa()). The result of a matmul equals the scalar kernel's on the plain
-// matrix, bit for bit, under every ISA.
+// Whether matmul() on this CPU runs `w` faster interleaved: Q8_0 with rows a multiple of 16 under the
+// AVX-512 VNNI kernels, F16 / BF16 with rows a multiple of 32 under AVX-512 (active_isa()). An interleaved
+// Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit, under every ISA; an interleaved
+// F16 / BF16 one sums each output in column order with one FMA per step, the same bits under every ISA.
 bool interleaving_pays(const WeightMatrix& w);
 // Writes w's rows interleaved into `out` (row_bytes(w.dtype, w.cols) * w.rows bytes; may be w.data, in
-// place) and returns the matrix viewing it. Requires Q8_0, rows a multiple of 16, and w not interleaved.
+// place) and returns the matrix viewing it. Requires Q8_0 with rows a multiple of 16 or F16 / BF16 with
+// rows a multiple of 32, and w not interleaved.
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out);
 // Row r of w (plain or interleaved) in f32.
 void matrix_row(const WeightMatrix& w, int64_t r, float* out);

@@ -1,6 +1,7 @@
 // AVX-512 (F/BW/VL/DQ) + F16C matmul. Compiled with -mavx512f etc.; reached only when active_isa() is
 // Avx512. Float weights: one 16-lane f32 accumulator per output, fed in column order (16-column
-// steps, a masked last step), then a fixed-order horizontal sum. Q8_0: matmul_q8_int8.h; Q4_0 .. Q6_K: matmul_quant_int8.h.
+// steps, a masked last step), then a fixed-order horizontal sum. F16 / BF16 interleaved: one f32 lane per
+// output, see HalfGroupKernel. Q8_0: matmul_q8_int8.h; Q4_0 .. Q6_K: matmul_quant_int8.h.
 
 // GCC 12 reports the _mm*_undefined_*() operands inside its own AVX-512 intrinsics as uninitialised
 // (fixed in later GCCs); the warnings are noise.
@@ -109,9 +110,81 @@ struct Avx512Kernel {
   }
 };
 
+// F16 / BF16 interleaved (kernels::kHalfInterleavedRows = 32 rows per group; column c of group g is the
+// group's 32 values, one 64-byte line, at w + (g * cols + c) * 64). A tile is one group x T tokens: per
+// column the line widens to two 16-row vectors and each token's x[t, c] is broadcast into 2 FMAs, so every
+// output is one f32 lane summed over c in increasing order with one rounding per step -- the scalar
+// kernel's std::fma chain, for any T -- and lands with 15 others in one store (no horizontal sums). The
+// group streams as one run of lines; the weights are widened once per token tile, not once per 4 tokens.
+template <DType D>
+struct HalfGroupKernel {
+  static constexpr int kGroup = 32;
+  static constexpr int kTokenTile = int(kHalfTokenTile);  // 24 accumulators, 2 weight vectors, a broadcast
+
+  static __m512 widen(const uint8_t* p) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    if constexpr (D == DType::F16) return _mm512_cvtph_ps(h);
+    else return widen_bf16(h);
+  }
+
+  template <int T>
+  static void tile(const MatmulArgs& a, int64_t g, int64_t t0) {
+    const int64_t cols = a.cols;
+    const uint8_t* w = a.w + g * cols * 2 * kGroup;  // [cols, 32] of D
+    const float* x = (a.xt != nullptr ? a.xt : a.x) + t0 * cols;  // [cols, T] packed (T = 1: x's row)
+    __m512 lo[T], hi[T];
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; ++c) {
+      const __m512 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 32);
+#pragma GCC unroll 12
+      for (int t = 0; t < T; ++t) {
+        const __m512 xb = _mm512_set1_ps(x[c * T + t]);
+        lo[t] = _mm512_fmadd_ps(w0, xb, lo[t]);
+        hi[t] = _mm512_fmadd_ps(w1, xb, hi[t]);
+      }
+    }
+    float* y = a.y + t0 * a.rows + g * kGroup;  // [T, rows]
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      _mm512_storeu_ps(y + t * a.rows, lo[t]);
+      _mm512_storeu_ps(y + t * a.rows + 16, hi[t]);
+    }
+  }
+
+  // Rows [row_begin, row_end): whole groups.
+  static void run(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroup) {
+      prefetch_ahead(a, r0, kGroup, row_begin, row_end);
+      const int64_t g = r0 / kGroup;
+      int64_t t0 = 0;
+      for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile>(a, g, t0);
+      switch (a.num_tokens - t0) {
+        case 0: break;
+        case 1: tile<1>(a, g, t0); break;
+        case 2: tile<2>(a, g, t0); break;
+        case 3: tile<3>(a, g, t0); break;
+        case 4: tile<4>(a, g, t0); break;
+        case 5: tile<5>(a, g, t0); break;
+        case 6: tile<6>(a, g, t0); break;
+        case 7: tile<7>(a, g, t0); break;
+        case 8: tile<8>(a, g, t0); break;
+        case 9: tile<9>(a, g, t0); break;
+        case 10: tile<10>(a, g, t0); break;
+        default: tile<11>(a, g, t0); break;
+      }
+    }
+  }
+};
+
 }  // namespace
 
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.interleaved) {
+    if (a.dtype == DType::F16) HalfGroupKernel<DType::F16>::run(a, row_begin, row_end);
+    else HalfGroupKernel<DType::BF16>::run(a, row_begin, row_end);
+    return;
+  }
   switch (a.dtype) {
     case DType::F32: run_tiled<Avx512Kernel<DType::F32>>(a, row_begin, row_end); return;
     case DType::F16: run_tiled<Avx512Kernel<DType::F16>>(a, row_begin, row_end); return;

@@ -34,12 +34,20 @@ struct MatmulArgs {
   // matmul_quant_int8.h): [num_tokens, cols / 32, 8] -16 times each 4-quant group sum of xq, so that
   // u . x - 16 sum(x) (Q5_0: u - 16; Q4_0 halves it) is one dot product from this start.
   const int32_t* xo = nullptr;
-  // Q8_0 interleaved (WeightMatrix::interleaved; w points at row 0's group, w_row_bytes still one row's
-  // bytes): [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of u8 quants q + 128
+  // WeightMatrix::interleaved (w points at row 0's group, w_row_bytes still one row's bytes). Q8_0 then
+  // needs xc: [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of u8 quants q + 128
   // with xq starts.
   bool interleaved = false;
   const int32_t* xc = nullptr;
+  // F16 / BF16 interleaved, num_tokens > 1: x packed by token tiles of kHalfTokenTile (pack_token_tiles), so
+  // a tile's x[t, c] for all its t are adjacent: tile k's n tokens (n = min(kHalfTokenTile, num_tokens -
+  // k kHalfTokenTile)) as [cols, n] at xt + k kHalfTokenTile cols. (x's own rows lie cols apart, and at
+  // 2048 or 5632 columns 12 of them fall into the same L1 set.)
+  const float* xt = nullptr;
 };
+
+// Tokens per register tile of the interleaved F16 / BF16 kernel: 2 x 12 accumulators.
+inline constexpr int64_t kHalfTokenTile = 12;
 
 // Weights per activation block of a quantised weight type: 256 for the K-quants (as llama.cpp's Q8_K),
 // else 32 (Q8_0).
@@ -65,11 +73,15 @@ void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
 // Q4_0 .. Q6_K part of matmul_rows_scalar (matmul_quant_scalar.cpp).
 void matmul_rows_quant_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
+// Also F16 / BF16 interleaved (row_begin, row_end multiples of 32), with the same results as
+// matmul_rows_scalar.
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 // Quantised types only, with AVX-512 VNNI (vpdpbusd); same results as matmul_rows_avx512, and interleaved
 // Q8_0 (row_begin, row_end multiples of 16) with the same results as matmul_rows_scalar.
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 // Block b of row r of a Q8_0 matrix, plain or interleaved: its scale d and its 32 quants q.
 void q8_0_block(const MatmulArgs& a, int64_t r, int64_t b, float* d, int8_t* q);
+// Element (r, c) of an interleaved F16 / BF16 matrix, in f32.
+float half_element(const MatmulArgs& a, int64_t r, int64_t c);
 
 }  // namespace inflight::kernels::cpu

@@ -1,7 +1,9 @@
 // The scalar matmul: always compiled, defines the semantics the SIMD versions approximate.
-//   F32 / F16 / BF16: y[t, r] = sum over c in increasing order of W[r, c] * x[t, c], one f32 accumulator.
+//   F32 / F16 / BF16: y[t, r] = sum over c in increasing order of W[r, c] * x[t, c], one f32 accumulator;
+//   F16 / BF16 interleaved: the same with each step one std::fma (the AVX-512 kernel's FMA chain).
 //   Q8_0: y[t, r] = sum over blocks b in increasing order of (dw * xd) * float(exact int32 block dot).
 //   Q4_0 .. Q6_K: matmul_quant_scalar.cpp.
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -31,7 +33,26 @@ void matmul_rows_q8_0(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   }
 }
 
+// (Reads x's rows, not the packed MatmulArgs::xt.)
+void matmul_rows_half_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    for (int64_t t = 0; t < a.num_tokens; ++t) {
+      const float* xt = a.x + t * a.cols;
+      float sum = 0.0f;
+      for (int64_t c = 0; c < a.cols; ++c) sum = std::fma(half_element(a, r, c), xt[c], sum);
+      a.y[t * a.rows + r] = sum;
+    }
+  }
+}
+
 }  // namespace
+
+float half_element(const MatmulArgs& a, int64_t r, int64_t c) {
+  const uint8_t* p = a.w + ((r / kHalfInterleavedRows) * a.cols + c) * 2 * kHalfInterleavedRows + (r % kHalfInterleavedRows) * 2;
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return a.dtype == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
+}
 
 void q8_0_block(const MatmulArgs& a, int64_t r, int64_t b, float* d, int8_t* q) {
   uint16_t d16;
@@ -55,6 +76,10 @@ void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
   if (is_kquant(a.dtype) || is_legacy_quant(a.dtype)) {
     matmul_rows_quant_scalar(a, row_begin, row_end);
+    return;
+  }
+  if (a.interleaved) {
+    matmul_rows_half_interleaved(a, row_begin, row_end);
     return;
   }
   thread_local std::vector<float> row;  // [cols] the weight row in f32

@@ -180,42 +180,45 @@ TEST_CASE("builtin_model every dtype holds the F32 values up to rounding") {
   }
 }
 
-TEST_CASE("builtin_model Q8_0 is interleaved in place when loaded from a file, and gives the tokens of Model's copy") {
-  test::TempDir dir("interleave");
-  const std::string path = dir / "q8.gguf";
-  engine::write_random_model(path, small_shape(320), DType::Q8_0, 5);
-  const bool vnni = kernels::cpu::active_isa() >= kernels::cpu::Isa::Avx512Vnni;
-  if (!vnni) MESSAGE("this CPU lacks AVX-512 VNNI: no matrix is interleaved, only the tokens are compared");
-  const auto from_file = engine::load_model(path);
-  std::ifstream in(path, std::ios::binary);
-  auto bytes = std::make_shared<const std::vector<uint8_t>>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  const auto from_memory = engine::load_gguf_model(bytes, "q8.gguf");
-  // From a file: rearranged where the file's copy lies, so Model adds no buffer.
-  CHECK(from_file.weights.layers[0].wq.interleaved == vnni);
-  CHECK(from_file.weights.output.interleaved == vnni);
-  CHECK_FALSE(from_memory.weights.layers[0].w_down.interleaved);  // not its own copy: left as it is
-  engine::Model a(from_file.weights), b(from_memory.weights);
-  CHECK(a.weights().storage.size() == from_file.weights.storage.size());
-  CHECK(b.weights().storage.size() == from_memory.weights.storage.size() + (vnni ? 1 : 0));
-  CHECK(b.weights().layers[0].w_down.interleaved == vnni);
-  std::vector<float> ra(64), rb(64);
-  for (int64_t r : {0, 17, 319}) {  // embedding rows read through either layout
-    kernels::matrix_row(a.weights().token_embd, r, ra.data());
-    kernels::matrix_row(b.weights().token_embd, r, rb.data());
-    CHECK(ra == rb);
+TEST_CASE("builtin_model Q8_0 and F16 are interleaved in place when loaded from a file, and give the tokens of Model's copy") {
+  for (DType dtype : {DType::Q8_0, DType::F16}) {
+    CAPTURE(kernels::dtype_name(dtype));
+    test::TempDir dir("interleave");
+    const std::string path = dir / "model.gguf";
+    engine::write_random_model(path, small_shape(320), dtype, 5);
+    const bool pays = kernels::interleaving_pays(kernels::WeightMatrix{dtype, nullptr, 64, 64});
+    if (!pays) MESSAGE("this CPU lacks the ISA that interleaves " << kernels::dtype_name(dtype) << ": only the tokens are compared");
+    const auto from_file = engine::load_model(path);
+    std::ifstream in(path, std::ios::binary);
+    auto bytes = std::make_shared<const std::vector<uint8_t>>(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    const auto from_memory = engine::load_gguf_model(bytes, "model.gguf");
+    // From a file: rearranged where the file's copy lies, so Model adds no buffer.
+    CHECK(from_file.weights.layers[0].wq.interleaved == pays);
+    CHECK(from_file.weights.output.interleaved == pays);
+    CHECK_FALSE(from_memory.weights.layers[0].w_down.interleaved);  // not its own copy: left as it is
+    engine::Model a(from_file.weights), b(from_memory.weights);
+    CHECK(a.weights().storage.size() == from_file.weights.storage.size());
+    CHECK(b.weights().storage.size() == from_memory.weights.storage.size() + (pays ? 1 : 0));
+    CHECK(b.weights().layers[0].w_down.interleaved == pays);
+    std::vector<float> ra(64), rb(64);
+    for (int64_t r : {0, 17, 319}) {  // embedding rows read through either layout
+      kernels::matrix_row(a.weights().token_embd, r, ra.data());
+      kernels::matrix_row(b.weights().token_embd, r, rb.data());
+      CHECK(ra == rb);
+    }
+    auto run = [&](engine::Model& m) {
+      cache::KvCache kv({m.config().num_layers, m.config().num_kv_heads, m.config().head_dim, 16, 8, kernels::KvDType::F32, 0});
+      engine::GenerateOptions o;
+      o.max_tokens = 24;
+      o.sampling.temperature = 0.0f;
+      o.stop_at_eos = false;
+      o.keep_logits = 24;
+      return engine::generate(m, kv, from_file.tokenizer, {1, 7, 42, 99}, o);
+    };
+    const engine::GenerateResult ga = run(a), gb = run(b);
+    CHECK(ga.generated_ids == gb.generated_ids);
+    CHECK(ga.logits == gb.logits);
   }
-  auto run = [&](engine::Model& m) {
-    cache::KvCache kv({m.config().num_layers, m.config().num_kv_heads, m.config().head_dim, 16, 8, kernels::KvDType::F32, 0});
-    engine::GenerateOptions o;
-    o.max_tokens = 24;
-    o.sampling.temperature = 0.0f;
-    o.stop_at_eos = false;
-    o.keep_logits = 24;
-    return engine::generate(m, kv, from_file.tokenizer, {1, 7, 42, 99}, o);
-  };
-  const engine::GenerateResult ga = run(a), gb = run(b);
-  CHECK(ga.generated_ids == gb.generated_ids);
-  CHECK(ga.logits == gb.logits);
 }
 
 TEST_CASE("builtin_model load_builtin_model: the embedded stories260K, byte for byte the shared file") {

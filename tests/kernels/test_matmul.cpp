@@ -359,15 +359,70 @@ TEST_CASE("interleaved Q8_0 in a group with plain matrices gives each matrix's b
   }
 }
 
-TEST_CASE("interleaving_pays only for Q8_0 with rows a multiple of 16, under AVX-512 VNNI") {
+TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA per step, under every ISA") {
   test::IsaGuard restore;
-  const WeightMatrix q8{DType::Q8_0, nullptr, 64, 64}, odd{DType::Q8_0, nullptr, 40, 64}, f16{DType::F16, nullptr, 64, 64};
+  const int64_t num_tokens = 29;  // token tiles of 12 plus a ragged tail
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    for (int64_t cols : {1, 17, 64, 576}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(cols);
+      const int64_t rows = 96;
+      const auto values = random_values(size_t(rows * cols), uint32_t(cols * 11));
+      const TestWeights w = make_weights(dtype, values, rows, cols);
+      std::vector<uint8_t> bytes(w.bytes.size());
+      const WeightMatrix inter = interleave_rows(w.view(dtype, rows, cols), bytes.data());
+      REQUIRE(inter.interleaved);
+      auto x = random_values(size_t(num_tokens * cols), uint32_t(cols * 13));
+      x[0] = 1e4f;  // an outlier: a sum that cancels shows any change of order or rounding
+      // The reference: each output one fmaf chain in column order over the values the matrix holds.
+      std::vector<float> want(size_t(num_tokens * rows));
+      for (int64_t t = 0; t < num_tokens; ++t)
+        for (int64_t r = 0; r < rows; ++r) {
+          float sum = 0.0f;
+          for (int64_t c = 0; c < cols; ++c) sum = std::fma(w.exact[size_t(r * cols + c)], x[size_t(t * cols + c)], sum);
+          want[size_t(t * rows + r)] = sum;
+        }
+      for (Isa isa : test::supported_isas()) {
+        CAPTURE(cpu::isa_name(isa));
+        REQUIRE(cpu::set_active_isa(isa));
+        std::vector<float> batch(want.size());
+        matmul(inter, x.data(), batch.data(), num_tokens);
+        CHECK(std::memcmp(batch.data(), want.data(), want.size() * 4) == 0);
+        for (int64_t begin : {0, 5, 13}) {  // each token alone, and sub-batches in other tile slots
+          for (int64_t n : {int64_t(1), int64_t(2), num_tokens - begin}) {
+            std::vector<float> sub(size_t(n * rows));
+            matmul(inter, x.data() + begin * cols, sub.data(), n);
+            CHECK(std::memcmp(sub.data(), want.data() + begin * rows, sub.size() * 4) == 0);
+          }
+        }
+      }
+      // Rows read back from the interleaved layout are the plain rows; interleaving in place gives the
+      // same bytes as into a second buffer.
+      std::vector<float> row(static_cast<size_t>(cols));
+      for (int64_t r = 0; r < rows; ++r) {
+        matrix_row(inter, r, row.data());
+        REQUIRE(std::memcmp(row.data(), w.exact.data() + r * cols, row.size() * 4) == 0);
+      }
+      std::vector<uint8_t> in_place = w.bytes;
+      interleave_rows(WeightMatrix{dtype, in_place.data(), rows, cols}, in_place.data());
+      CHECK(in_place == bytes);
+    }
+  }
+}
+
+TEST_CASE("interleaving_pays: Q8_0 with rows a multiple of 16 under AVX-512 VNNI, F16 / BF16 of 32 under AVX-512") {
+  test::IsaGuard restore;
+  const WeightMatrix q8{DType::Q8_0, nullptr, 64, 64}, odd{DType::Q8_0, nullptr, 40, 64}, f16{DType::F16, nullptr, 64, 64},
+      bf16{DType::BF16, nullptr, 96, 64}, f16_odd{DType::F16, nullptr, 48, 64}, f32{DType::F32, nullptr, 64, 64};
   for (Isa isa : test::supported_isas()) {
     CAPTURE(cpu::isa_name(isa));
     REQUIRE(cpu::set_active_isa(isa));
     CHECK(interleaving_pays(q8) == (isa >= Isa::Avx512Vnni));
     CHECK_FALSE(interleaving_pays(odd));
-    CHECK_FALSE(interleaving_pays(f16));
+    CHECK(interleaving_pays(f16) == (isa >= Isa::Avx512));
+    CHECK(interleaving_pays(bf16) == (isa >= Isa::Avx512));
+    CHECK_FALSE(interleaving_pays(f16_odd));
+    CHECK_FALSE(interleaving_pays(f32));
   }
 }
 
