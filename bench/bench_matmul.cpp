@@ -1,6 +1,7 @@
 // matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
 // triad and a read-only sweep that measure what the memory system can deliver. Decode (1 token) should approach the
-// triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s. q8_0i, f16i, bf16i: interleaved
+// triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s, next to fma_peak (the f32
+// multiply-add ceiling of the active ISA on all threads). q8_0i, f16i, bf16i: interleaved
 // as the engine lays them out under AVX-512 (VNNI for Q8_0; kernels::interleave_rows).
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
@@ -10,6 +11,7 @@
 // as a real model does at every step: its layers do not fit in cache.
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -169,6 +171,68 @@ void run_pool_overhead(benchmark::State& state) {
   state.SetLabel(std::to_string(pool.num_threads()) + " threads");
 }
 
+// The f32 multiply-add peak: on every pool thread, 12 independent chains of full-width FMAs (AVX-512: 16
+// lanes, AVX2: 8), 2 FLOP per lane -- the ceiling of a float matmul's FMAs on this CPU, which the
+// compute-bound cases' FLOP/s are a share of. Per ISA through target attributes, so the binary still runs
+// on AVX2-only machines.
+constexpr int kFmaChains = 12;
+
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t n) {
+  __m512 acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_set1_ps(1.0f + 1e-3f * float(i));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t k = 0; k < n; ++k) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+  }
+  alignas(64) float lanes[16];
+  float sum = 0.0f;
+  for (int i = 0; i < kFmaChains; ++i) {
+    _mm512_store_ps(lanes, acc[i]);
+    for (float l : lanes) sum += l;
+  }
+  return sum;
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t n) {
+  __m256 acc[kFmaChains];
+  for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm256_set1_ps(1.0f + 1e-3f * float(i));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t k = 0; k < n; ++k) {
+#pragma GCC unroll 12
+    for (int i = 0; i < kFmaChains; ++i) acc[i] = _mm256_fmadd_ps(acc[i], a, b);
+  }
+  alignas(32) float lanes[8];
+  float sum = 0.0f;
+  for (int i = 0; i < kFmaChains; ++i) {
+    _mm256_store_ps(lanes, acc[i]);
+    for (float l : lanes) sum += l;
+  }
+  return sum;
+}
+
+void run_fma_peak(benchmark::State& state) {
+  const bool avx512 = cpu::active_isa() >= cpu::Isa::Avx512;
+  if (!avx512 && cpu::active_isa() < cpu::Isa::Avx2) {
+    state.SkipWithError("needs AVX2 with FMA");
+    return;
+  }
+  const int64_t n = int64_t(1) << 22;  // chain steps per thread and iteration
+  ThreadPool& pool = compute_pool();
+  std::atomic<int> sink{0};
+  for (auto _ : state) {
+    pool.run(pool.num_threads(), [&](int64_t) {
+      const float v = avx512 ? fma_chains_avx512(n) : fma_chains_avx2(n);
+      sink.fetch_add(v > 0.0f ? 1 : 0, std::memory_order_relaxed);
+    });
+  }
+  benchmark::DoNotOptimize(sink.load());
+  const int lanes = avx512 ? 16 : 8;
+  state.counters["FLOP/s"] = benchmark::Counter(double(2 * lanes * kFmaChains * n * pool.num_threads()),
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + ", " + std::to_string(pool.num_threads()) + " threads");
+}
+
 struct Shape {
   int64_t rows, cols;
 };
@@ -177,6 +241,7 @@ bool register_all() {
   benchmark::RegisterBenchmark("triad", run_triad)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("read/4k_pages", run_read, false)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("read/huge_pages", run_read, true)->UseRealTime()->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("fma_peak", run_fma_peak)->UseRealTime()->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("pool_run", run_pool_overhead)->UseRealTime()->Unit(benchmark::kNanosecond);
   // TinyLlama's and SmolLM's (q, gate + up, down) shapes.
   const Shape shapes[] = {{2048, 2048}, {5632, 2048}, {2048, 5632}, {576, 576}, {3072, 576}, {576, 1536}};
