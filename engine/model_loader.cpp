@@ -570,6 +570,14 @@ LoadedModel load_hf(const std::string& folder) {
       },
       folder, w);
   binder.bind_all(kHfNames, w.config.tied_embeddings);
+  // As for GGUF: the files' own copies are rearranged where they lie (a matrix the binder copied for
+  // alignment is private memory too), so Model adds no second copy of the weights.
+  const auto& files = st.files();
+  if (std::all_of(files.begin(), files.end(), [](const SafetensorsFile& f) { return f.private_copy(); })) {
+    for (const SafetensorsFile& f : files) make_writable(f.bytes().data(), f.bytes().size(), true);
+    interleave_matrices(w, true);
+    for (const SafetensorsFile& f : files) make_writable(f.bytes().data(), f.bytes().size(), false);
+  }
 
   Tokenizer tokenizer = hf_tokenizer(dir);
   if (tokenizer.vocab_size() > w.config.vocab_size)

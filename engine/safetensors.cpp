@@ -64,7 +64,9 @@ json read_json_file(const fs::path& path) {
 
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   MappedFile m = map_file(path);
-  return parse(path, m);
+  SafetensorsFile f = parse(path, m);
+  f.private_copy_ = true;
+  return f;
 }
 
 SafetensorsFile SafetensorsFile::from_memory(std::shared_ptr<const std::vector<uint8_t>> bytes, const std::string& name) {
@@ -78,6 +80,7 @@ SafetensorsFile SafetensorsFile::parse(const std::string& path, const MappedFile
   SafetensorsFile f;
   f.path_ = path;
   f.storage_ = m.owner;
+  f.bytes_ = {m.data, size_t(m.size)};
   if (m.size < 8) throw_load_error(path, "truncated file: " + std::to_string(m.size) + " bytes, no header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, m.data, 8);

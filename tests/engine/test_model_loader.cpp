@@ -8,6 +8,7 @@
 #include <random>
 
 #include "engine/builtin_model.h"
+#include "engine/model.h"
 #include "engine/model_loader.h"
 #include "loader_test_support.h"
 
@@ -450,9 +451,14 @@ TEST_CASE("model_loader HF folder with BF16 weights: BF16 matrix views, norms co
   REQUIRE(norm.size() == 64);
   for (size_t i = 0; i < 64; ++i)
     CHECK(norm[i] == kernels::bf16_to_f32(kernels::f32_to_bf16(f32.weights.layers[3].ffn_norm[i])));
+  // Interleaved in place by the loader where this CPU's kernels read BF16 so (AVX-512), read back by row.
+  CHECK(bf.weights.layers[1].wq.interleaved == kernels::interleaving_pays({DType::BF16, nullptr, 64, 64}));
   std::vector<float> row(64);
-  kernels::dequantize_row(DType::BF16, static_cast<const uint8_t*>(bf.weights.layers[1].wq.data) + 5 * 64 * 2, row.data(), 64);
+  kernels::matrix_row(bf.weights.layers[1].wq, 5, row.data());
   for (int i = 0; i < 64; ++i) CHECK(row[size_t(i)] == doctest::Approx(row_of(f32.weights.layers[1].wq, 5)[i]).epsilon(1e-2));
+  // Model adds no copy of weights the loader has rearranged already.
+  const engine::Model model(bf.weights);
+  CHECK(model.weights().storage.size() == bf.weights.storage.size());
 }
 
 TEST_CASE("model_loader validate rejects inconsistent configs") {
