@@ -132,6 +132,21 @@ void check_against_reference(const std::vector<float>& exact, const std::vector<
   CHECK(num_bad == 0);
 }
 
+// matmul(w) of all num_tokens rows of x, of each token alone and of sub-batches in other tile slots equals
+// want ([num_tokens, w.rows]) bit for bit.
+void check_every_batch(const WeightMatrix& w, const std::vector<float>& x, const std::vector<float>& want, int64_t num_tokens) {
+  std::vector<float> batch(want.size());
+  matmul(w, x.data(), batch.data(), num_tokens);
+  CHECK(std::memcmp(batch.data(), want.data(), want.size() * 4) == 0);
+  for (int64_t begin : {0, 5, 13}) {
+    for (int64_t n : {int64_t(1), int64_t(2), num_tokens - begin}) {
+      std::vector<float> sub(size_t(n * w.rows));
+      matmul(w, x.data() + begin * w.cols, sub.data(), n);
+      CHECK(std::memcmp(sub.data(), want.data() + begin * w.rows, sub.size() * 4) == 0);
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape") {
@@ -316,16 +331,7 @@ TEST_CASE("interleaved Q8_0 equals the scalar kernel on the plain matrix, bit fo
       CAPTURE(cpu::isa_name(isa));
       CAPTURE(cols);
       REQUIRE(cpu::set_active_isa(isa));
-      std::vector<float> batch(want.size());
-      matmul(inter, x.data(), batch.data(), num_tokens);
-      CHECK(std::memcmp(batch.data(), want.data(), want.size() * 4) == 0);
-      for (int64_t begin : {0, 5, 13}) {  // each token alone, and sub-batches in other tile slots
-        for (int64_t n : {int64_t(1), int64_t(2), num_tokens - begin}) {
-          std::vector<float> sub(size_t(n * rows));
-          matmul(inter, x.data() + begin * cols, sub.data(), n);
-          CHECK(std::memcmp(sub.data(), want.data() + begin * rows, sub.size() * 4) == 0);
-        }
-      }
+      check_every_batch(inter, x, want, num_tokens);
     }
     // Rows read back from the interleaved layout are the plain rows.
     std::vector<float> a(static_cast<size_t>(cols)), b(a.size());
@@ -385,16 +391,7 @@ TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA p
       for (Isa isa : test::supported_isas()) {
         CAPTURE(cpu::isa_name(isa));
         REQUIRE(cpu::set_active_isa(isa));
-        std::vector<float> batch(want.size());
-        matmul(inter, x.data(), batch.data(), num_tokens);
-        CHECK(std::memcmp(batch.data(), want.data(), want.size() * 4) == 0);
-        for (int64_t begin : {0, 5, 13}) {  // each token alone, and sub-batches in other tile slots
-          for (int64_t n : {int64_t(1), int64_t(2), num_tokens - begin}) {
-            std::vector<float> sub(size_t(n * rows));
-            matmul(inter, x.data() + begin * cols, sub.data(), n);
-            CHECK(std::memcmp(sub.data(), want.data() + begin * rows, sub.size() * 4) == 0);
-          }
-        }
+        check_every_batch(inter, x, want, num_tokens);
       }
       // Rows read back from the interleaved layout are the plain rows; interleaving in place gives the
       // same bytes as into a second buffer.
