@@ -243,7 +243,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.y = targets[i].y;
     a.num_tokens = num_tokens;
     a.interleaved = w.interleaved;
-    if (w.interleaved && w.rows % interleaved_group(w.dtype) != 0)
+    if (w.interleaved && (interleaved_group(w.dtype) == 0 || w.rows % interleaved_group(w.dtype) != 0))
       fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / F16 / BF16 with whole row groups", w.rows);
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
