@@ -9,6 +9,7 @@
 #include <functional>
 #include <iterator>
 #include <limits>
+#include <span>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -181,6 +182,15 @@ class WeightBinder {
   ModelWeights& w_;
 };
 
+// Rearranges w's matrices where they lie (interleave_matrices in place), in `copies`: the map_file() copies
+// of the files they view, so Model adds no second copy of them. Each copy is made writable and read-only
+// again whole: changing the protection of part of a 2 MiB page splits it into 4 KiB pages.
+void interleave_in_place(ModelWeights& w, const std::vector<std::span<const uint8_t>>& copies) {
+  for (std::span<const uint8_t> c : copies) make_writable(c.data(), c.size(), true);
+  interleave_matrices(w, true);
+  for (std::span<const uint8_t> c : copies) make_writable(c.data(), c.size(), false);
+}
+
 // ------------------------------------------------------------------------------------------------
 // GGUF
 
@@ -351,14 +361,7 @@ LoadedModel load_gguf(const GgufFile& g) {
   }
   Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config.vocab_size), g.path());
   tokenizer.pad_vocab(w.config.vocab_size);
-  // The file's own copy is rearranged where it lies: no second copy of those matrices (Model's would be).
-  // All of it is made writable and read-only again at once: changing the protection of part of a 2 MiB
-  // page splits it into 4 KiB pages.
-  if (g.private_copy()) {
-    make_writable(g.bytes().data(), g.bytes().size(), true);
-    interleave_matrices(w, true);
-    make_writable(g.bytes().data(), g.bytes().size(), false);
-  }
+  if (g.private_copy()) interleave_in_place(w, {g.bytes()});
   return LoadedModel{std::move(w), std::move(tokenizer), g.get_string("tokenizer.chat_template").value_or("")};
 }
 
@@ -570,13 +573,12 @@ LoadedModel load_hf(const std::string& folder) {
       },
       folder, w);
   binder.bind_all(kHfNames, w.config.tied_embeddings);
-  // As for GGUF: the files' own copies are rearranged where they lie (a matrix the binder copied for
-  // alignment is private memory too), so Model adds no second copy of the weights.
+  // A matrix the binder copied for alignment is private memory too.
   const auto& files = st.files();
   if (std::all_of(files.begin(), files.end(), [](const SafetensorsFile& f) { return f.private_copy(); })) {
-    for (const SafetensorsFile& f : files) make_writable(f.bytes().data(), f.bytes().size(), true);
-    interleave_matrices(w, true);
-    for (const SafetensorsFile& f : files) make_writable(f.bytes().data(), f.bytes().size(), false);
+    std::vector<std::span<const uint8_t>> copies;
+    for (const SafetensorsFile& f : files) copies.push_back(f.bytes());
+    interleave_in_place(w, copies);
   }
 
   Tokenizer tokenizer = hf_tokenizer(dir);
