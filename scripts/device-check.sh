@@ -39,14 +39,24 @@ for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
   if ls "$dir"/libcublas.so.* >/dev/null 2>&1; then export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; fi
 done
 
-start=$(date +%s)
-INFLIGHT_SHARED_DIR="$bundle/shared" timeout 300 "$bundle/test_kernels_cuda" --duration=true >"$out/test.log" 2>&1
-rc=$?
-say "cuda tests: exit $rc ($(( $(date +%s) - start )) s): $(grep -E '^\[doctest\] (test cases|assertions)' "$out/test.log" | tr '\n' ' ')"
-grep -E 'ERROR|FATAL|max \|cuda - ref\|' "$out/test.log" | head -60 >>"$summary"
+# Each test case in a process of its own (a crash or a hang costs one case, not the rest), line-buffered so a
+# killed case still leaves its output; -s prints every case's measured error, passing or not.
+count=$("$bundle/test_kernels_cuda" --count 2>/dev/null | sed -n 's/.*unskipped test cases passing the current filters: \([0-9]*\).*/\1/p')
+rc=0
+for i in $(seq 1 "${count:-0}"); do
+  start=$(date +%s)
+  INFLIGHT_SHARED_DIR="$bundle/shared" timeout 150 stdbuf -oL -eL "$bundle/test_kernels_cuda" --first=$i --last=$i -s \
+    >"$out/test$i.log" 2>&1
+  case_rc=$?
+  [ $case_rc -eq 0 ] || rc=1
+  say "case $i: exit $case_rc ($(( $(date +%s) - start )) s): $(grep -m1 'TEST CASE' "$out/test$i.log" | sed 's/.*TEST CASE: *//')"
+  grep -E 'ERROR|FATAL|max \|cuda - ref\||abort|error' "$out/test$i.log" | head -30 >>"$summary"
+done
+cat "$out"/test*.log >"$out/test.log" 2>/dev/null; rm -f "$out"/test[0-9]*.log
+say "cuda tests: $([ $rc -eq 0 ] && echo passed || echo FAILED), $count cases"
 
 start=$(date +%s)
-timeout 240 "$bundle/bench_attention_cuda" >"$out/bench.log" 2>&1
+timeout "${BENCH_TIMEOUT:-200}" stdbuf -oL "$bundle/bench_attention_cuda" ${BENCH_ARGS:-} >"$out/bench.log" 2>&1
 say "bench: exit $? ($(( $(date +%s) - start )) s)"
 grep -v '^{' "$out/bench.log" >>"$summary"
 exit $rc

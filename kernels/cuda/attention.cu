@@ -69,15 +69,18 @@ __device__ RowInfo row_info(const AttentionParams& p, int t) {
 
 // One row's online-softmax state over some keys, for the output features this thread owns (d = tid +
 // kThreads * i) and each of the group's heads: o = sum_j exp(s_j - m) v_j, d = sum_j exp(s_j - m).
+// kG: the heads it holds (the kernels' group template, >= the group).
+template <int kG>
 struct RowState {
-  float o[kMaxGroup][kDimsPerThread];
-  float m[kMaxGroup];
-  float d[kMaxGroup];
+  float o[kG][kDimsPerThread];
+  float m[kG];
+  float d[kG];
 };
 
-__device__ void clear(RowState& st) {
+template <int kG>
+__device__ void clear(RowState<kG>& st) {
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     st.m[g] = -INFINITY;
     st.d[g] = 0.0f;
 #pragma unroll
@@ -87,7 +90,8 @@ __device__ void clear(RowState& st) {
 
 // Folds a later span's state (sm, sd, so) into head g's running state. Every plan folds spans left to right
 // through this one function, so every plan gives the same bits.
-__device__ void fold(RowState& st, int g, float sm, float sd, const float* so) {
+template <int kG>
+__device__ void fold(RowState<kG>& st, int g, float sm, float sd, const float* so) {
   if (sm == -INFINITY) return;  // the span saw no key
   if (st.m[g] == -INFINITY) {
     st.m[g] = sm;
@@ -105,10 +109,11 @@ __device__ void fold(RowState& st, int g, float sm, float sd, const float* so) {
 }
 
 // out[t, h0 + g, :] = o / d for this thread's features (a row that saw no key is 0).
-__device__ void store_row(const AttentionParams& p, const RowState& st, int t, int h0, int group) {
+template <int kG>
+__device__ void store_row(const AttentionParams& p, const RowState<kG>& st, int t, int h0, int group) {
   const int D = p.head_dim_v;
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     if (g >= group) break;
     float* out = p.out + int64_t(t) * p.num_q_heads * D + int64_t(h0 + g) * D;
 #pragma unroll
@@ -127,6 +132,7 @@ struct SpanSmem {
   float s[kMaxGroup][kSpanKeys];                          // scores of the span's keys, then exp(s - m)
   float red[kMaxGroup][kWarps];                           // per-warp partials of the block reductions
   float o[kD > 0 ? kWarps : 1][kMaxGroup][kD > 0 ? kD : 1];  // per-warp partial outputs (vectorized)
+  int blk[kD > 0 ? kSpanKeys : 1];  // physical block of each key of the span, -1 where the row does not see it
 };
 
 // Loads query row t's heads [h0, h0 + group) into smem, rotated by the row's RoPE table entry.
@@ -156,11 +162,11 @@ __device__ float score_of(const AttentionParams& p, const RowInfo& r, int head, 
 
 // Scores in sm.s -> m, weights exp(s - m) in sm.s, d = their sum: each thread over its entries in order, a
 // butterfly per warp, the warps in order.
-template <int kD>
+template <int kD, int kG>
 __device__ void span_softmax(SpanSmem<kD>& sm, int group, float* m_out, float* d_out) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     if (g >= group) break;
     float x = -INFINITY;
 #pragma unroll
@@ -170,7 +176,7 @@ __device__ void span_softmax(SpanSmem<kD>& sm, int group, float* m_out, float* d
   }
   __syncthreads();
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     if (g >= group) break;
     float m = sm.red[g][0];
     for (int w = 1; w < kWarps; ++w) m = fmaxf(m, sm.red[g][w]);
@@ -178,7 +184,7 @@ __device__ void span_softmax(SpanSmem<kD>& sm, int group, float* m_out, float* d
   }
   __syncthreads();
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     if (g >= group) break;
     float x = 0.0f;
 #pragma unroll
@@ -192,7 +198,7 @@ __device__ void span_softmax(SpanSmem<kD>& sm, int group, float* m_out, float* d
   }
   __syncthreads();
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
+  for (int g = 0; g < kG; ++g) {
     if (g >= group) break;
     float d = sm.red[g][0];
     for (int w = 1; w < kWarps; ++w) d += sm.red[g][w];
@@ -240,7 +246,7 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     }
   }
   __syncthreads();
-  span_softmax(sm, group, m_out, d_out);
+  span_softmax<0, kMaxGroup>(sm, group, m_out, d_out);
 
   // o = sum_j w_j v_j: threads over features, keys in order.
 #pragma unroll
@@ -265,129 +271,207 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
   __syncthreads();  // sm.s is rewritten by the next span
 }
 
-// Features [d0, d0 + 8) of a stored row through one 16-byte load (f32: two; 1-byte codes: 8 bytes), with the
-// values kv_dequantize gives (the f16 / fp8 widenings are exact, so the hardware conversions agree with it).
-__device__ float half_bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+// The stored bytes of kN features of a row (kN a multiple of 8) and their scale: fetched first, for every key a
+// lane reads in an iteration, then widened, so that the loads of all those keys are in flight together.
 template <KvDType kT>
-__device__ void load8(const void* row, int d0, const KvRowScales& s, float* x) {
-  if constexpr (kT == KvDType::F32) {
-    const float4* v = reinterpret_cast<const float4*>(static_cast<const float*>(row) + d0);
-    const float4 a = v[0], b = v[1];
-    x[0] = a.x, x[1] = a.y, x[2] = a.z, x[3] = a.w, x[4] = b.x, x[5] = b.y, x[6] = b.z, x[7] = b.w;
-  } else if constexpr (kT == KvDType::F16 || kT == KvDType::BF16) {
-    const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const uint16_t*>(row) + d0);
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+constexpr int kElemBytes = kT == KvDType::F32 ? 4 : kT == KvDType::F16 || kT == KvDType::BF16 ? 2 : 1;
+template <KvDType kT, int kN>
+struct Raw {
+  static constexpr int kWords = kN * kElemBytes<kT> >= 16 ? kN * kElemBytes<kT> / 16 : 1;  // uint4s
+  uint4 w[kWords];
+  float scale[kN / 8];  // of features [8c, 8c + 8)
+};
+
+template <KvDType kT, int kN>
+__device__ void fetch(const void* row, int d0, const KvRowScales& s, Raw<kT, kN>& r) {
+  const uint8_t* at = static_cast<const uint8_t*>(row) + int64_t(d0) * kElemBytes<kT>;
+  if constexpr (kN * kElemBytes<kT> >= 16) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
+    for (int i = 0; i < Raw<kT, kN>::kWords; ++i) r.w[i] = __ldg(reinterpret_cast<const uint4*>(at) + i);
+  } else {  // 8 one-byte codes
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(at));
+    r.w[0] = make_uint4(u.x, u.y, 0u, 0u);
+  }
+  // int8: quant_group >= 8 divides head_dim, so 8 features at a multiple of 8 share one scale.
+#pragma unroll
+  for (int c = 0; c < kN / 8; ++c)
+    r.scale[c] = kT == KvDType::Int8 ? __ldg(s.group + (d0 + 8 * c) / s.quant_group) : s.quant_orig;
+}
+
+__device__ float half_bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
+// The int8 code in the low byte of c as a float, exactly, without the quarter-rate integer conversion:
+// 0x4B000000 | b is 2^23 + b, and b = code + 128.
+__device__ float int8_value(uint32_t c) { return __int_as_float(int(0x4B000000u | (c ^ 0x80u))) - 8388736.0f; }
+
+// The fetched features as kv_dequantize gives them (the f16 / fp8 widenings are exact, so the hardware
+// conversions agree with it); zeros where !valid (a key the row does not see: its bytes are another row's).
+template <KvDType kT, int kN>
+__device__ void widen(const Raw<kT, kN>& r, bool valid, float* x) {
+  const uint32_t* w = reinterpret_cast<const uint32_t*>(r.w);
+#pragma unroll
+  for (int e = 0; e < kN; ++e) {
+    float v;
+    if constexpr (kT == KvDType::F32) {
+      v = __uint_as_float(w[e]);
+    } else if constexpr (kT == KvDType::F16 || kT == KvDType::BF16) {
       const uint16_t b = uint16_t(w[e / 2] >> (16 * (e % 2)));
-      x[e] = kT == KvDType::F16 ? half_bits_to_float(b) : __uint_as_float(uint32_t(b) << 16);
-    }
-  } else {
-    const uint2 u = *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(row) + d0);
-    const uint32_t w[2] = {u.x, u.y};
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const uint8_t c = uint8_t(w[e / 4] >> (8 * (e % 4)));
-      if constexpr (kT == KvDType::Int8) x[e] = float(int8_t(c)) * s.group[(d0 + e) / s.quant_group];
-      else if constexpr (kT == KvDType::Int8Static) x[e] = float(int8_t(c)) * s.quant_orig;
+      v = kT == KvDType::F16 ? half_bits_to_float(b) : __uint_as_float(uint32_t(b) << 16);
+    } else {
+      const uint32_t c = (w[e / 4] >> (8 * (e % 4))) & 0xffu;
+      if constexpr (kT == KvDType::Int8 || kT == KvDType::Int8Static) v = int8_value(c) * r.scale[e / 8];
       else if constexpr (kT == KvDType::Fp8E4M3)
-        x[e] = half_bits_to_float(fp8_e4m3_to_f16_bits(c)) * kFp8E4M3ViaF16Scale * s.quant_orig;
-      else x[e] = half_bits_to_float(uint16_t(c << 8)) * s.quant_orig;
+        v = half_bits_to_float(fp8_e4m3_to_f16_bits(uint8_t(c))) * kFp8E4M3ViaF16Scale * r.scale[e / 8];
+      else v = half_bits_to_float(uint16_t(c << 8)) * r.scale[e / 8];
+    }
+    x[e] = valid ? v : 0.0f;
+  }
+}
+
+// Sums each of a[0, kV) over the lanes of a key group (kl: the lane's index in it; kOff: half their count) by
+// reduce-scatter: each step a lane keeps half of its values, adds its partner's copy of that half and passes
+// on the other, so a value costs one shuffle per halving rather than one per step. The lane ends with
+// max(kV / lanes, 1) whole sums, of a[first ...]; once values run out, butterflies finish the steps.
+template <int kV, int kOff>
+__device__ __forceinline__ void reduce_scatter(float* a, int kl, int& first) {
+  if constexpr (kOff > 0) {
+    if constexpr (kV > 1) {
+      const bool upper = (kl & kOff) != 0;
+#pragma unroll
+      for (int i = 0; i < kV / 2; ++i) {
+        const float send = upper ? a[i] : a[i + kV / 2];
+        const float keep = upper ? a[i + kV / 2] : a[i];
+        a[i] = keep + __shfl_xor_sync(0xffffffffu, send, kOff);
+      }
+      if (upper) first += kV / 2;
+      reduce_scatter<kV / 2, kOff / 2>(a, kl, first);
+    } else {
+      a[0] += __shfl_xor_sync(0xffffffffu, a[0], kOff);
+      reduce_scatter<1, kOff / 2>(a, kl, first);
     }
   }
 }
 
-// The vectorized routine for head dim kD (64 or 128): kD / 8 lanes read one key row, 8 features each, so a
-// warp reads 32 / (kD / 8) rows at a time; each lane keeps its 8 query features of every head in registers.
-// Same state, same thread-to-feature mapping of o, as the generic routine.
-template <KvDType kT, int kD>
+// The vectorized routine for head dim kD (64 or 128) and groups of up to kG query heads. A key row is read by
+// kD / 8 lanes, 8 features (one 16-byte load of f16) each, so a warp reads 32 / (kD / 8) rows at a time;
+// each lane keeps its 8 query features of every head in registers. The keys
+// are read kUnroll rows per lane group at once (every load issued before the first multiply), and the
+// physical blocks of the span's keys are looked up once, for K and V both. Same state, same thread-to-
+// feature mapping of o, as the generic routine; every multiply-add is an explicit fmaf.
+template <KvDType kT, int kD, int kG>
 __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group, int64_t span,
                            SpanSmem<kD>& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
-  constexpr int kLanesPerKey = kD / 8;
+  constexpr int kN = 8;
+  constexpr int kLanesPerKey = kD / kN;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
-  constexpr int kKeyGroups = kWarps * kKeysPerWarp;  // keys in flight per block step; divides kSpanKeys
+  constexpr int kKeyGroups = kWarps * kKeysPerWarp;
+  constexpr int kUnroll = kG == 8 ? 4 : 8;  // rows in flight per lane group (registers: q is 8 x kG)
+  constexpr int kStep = kKeyGroups * kUnroll;  // keys per block iteration; divides kSpanKeys
+  static_assert(kSpanKeys % kStep == 0);
   const PagedKvView& kv = p.kv;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int kl = lane % kLanesPerKey, kg = warp * kKeysPerWarp + lane / kLanesPerKey;
   const int64_t k0 = span * kSpanKeys;
   const int64_t j_first = max(k0, r.lo), j_last = min(k0 + kSpanKeys - 1, r.hi);
 
-  float q[kMaxGroup][8];
-#pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
-#pragma unroll
-    for (int e = 0; e < 8; ++e) q[g][e] = g < group ? sm.q[g][kl * 8 + e] : 0.0f;
-
-  for (int jj = kg; jj < kSpanKeys; jj += kKeyGroups) {  // the same trip count in every lane
+  for (int jj = threadIdx.x; jj < kSpanKeys; jj += kThreads) {
     const int64_t j = k0 + jj;
-    const bool visible = j >= j_first && j <= j_last;
-    float acc[kMaxGroup];
+    sm.blk[jj] = j >= j_first && j <= j_last ? kv.block_of(p.kv_seq(r.seq, j), j) : -1;
+  }
+  const int first_blk = kv.block_of(p.kv_seq(r.seq, j_first), j_first);  // the span has a key the row sees
+  float q[kG][kN];
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) acc[g] = 0.0f;
-    if (visible) {
-      const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
-      const int slot = int(j % kv.block_size);
-      float x[8];
-      load8<kT>(kv.row(block, 0, kv_head, slot), kl * 8, kv.row_scales(block, 0, kv_head, slot), x);
+  for (int g = 0; g < kG; ++g)
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
+    for (int e = 0; e < kN; ++e) q[g][e] = g < group ? sm.q[g][kl * kN + e] : 0.0f;
+  __syncthreads();
+
+  for (int base = 0; base < kSpanKeys; base += kStep) {
+    Raw<kT, kN> raw[kUnroll];
 #pragma unroll
-        for (int e = 0; e < 8; ++e) acc[g] += q[g][e] * x[e];
+    for (int u = 0; u < kUnroll; ++u) {  // every load first; a key the row does not see reads the first one's row
+      const int jj = base + u * kKeyGroups + kg;
+      const int blk = sm.blk[jj] >= 0 ? sm.blk[jj] : first_blk;
+      const int slot = int((sm.blk[jj] >= 0 ? k0 + jj : j_first) & (kv.block_size - 1));
+      fetch<kT, kN>(kv.row(blk, 0, kv_head, slot), kl * kN, kv.row_scales(blk, 0, kv_head, slot), raw[u]);
     }
+    // This lane's partial dot products, a[u * kG + g], widened one row at a time (registers).
+    float a[kUnroll * kG];
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g >= group) break;
+    for (int u = 0; u < kUnroll; ++u) {
+      float x[kN];
+      widen<kT, kN>(raw[u], sm.blk[base + u * kKeyGroups + kg] >= 0, x);
 #pragma unroll
-      for (int off = kLanesPerKey / 2; off > 0; off /= 2) acc[g] += __shfl_xor_sync(0xffffffffu, acc[g], off);
+      for (int g = 0; g < kG; ++g) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int e = 0; e < kN; ++e) acc = fmaf(q[g][e], x[e], acc);
+        a[u * kG + g] = acc;
+      }
     }
-    if (kl == 0) {
+    // Sum the partials over the key's lanes: reduce_scatter leaves this lane kReduced whole sums, of
+    // a[first ...], and where lanes outnumber values, copies in the lanes whose low bits differ.
+    constexpr int kValues = kUnroll * kG;
+    constexpr int kReduced = kValues >= kLanesPerKey ? kValues / kLanesPerKey : 1;
+    constexpr int kCopies = kValues >= kLanesPerKey ? 1 : kLanesPerKey / kValues;
+    int first = 0;
+    reduce_scatter<kValues, kLanesPerKey / 2>(a, kl, first);
+    if (kl % kCopies == 0) {
 #pragma unroll
-      for (int g = 0; g < kMaxGroup; ++g)
-        if (g < group) sm.s[g][jj] = visible ? score_of(p, r, h0 + g, j, acc[g]) : -INFINITY;
+      for (int i = 0; i < kReduced; ++i) {
+        const int u = (first + i) / kG, g = (first + i) % kG;
+        const int jj = base + u * kKeyGroups + kg;
+        if (g < group) sm.s[g][jj] = sm.blk[jj] >= 0 ? score_of(p, r, h0 + g, k0 + jj, a[i]) : -INFINITY;
+      }
     }
   }
   __syncthreads();
-  span_softmax(sm, group, m_out, d_out);
+  span_softmax<kD, kG>(sm, group, m_out, d_out);
+  __syncthreads();
 
   // o: each key group sums its keys in order; the key groups of a warp by a butterfly, the warps in order.
-  float o[kMaxGroup][8];
+  float o[kG][kN];
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
+  for (int g = 0; g < kG; ++g)
 #pragma unroll
-    for (int e = 0; e < 8; ++e) o[g][e] = 0.0f;
-  for (int jj = kg; jj < kSpanKeys; jj += kKeyGroups) {
-    const int64_t j = k0 + jj;
-    if (j < j_first || j > j_last) continue;
-    const int64_t block = kv.block_of(p.kv_seq(r.seq, j), j);
-    const int slot = int(j % kv.block_size);
-    float x[8];
-    load8<kT>(kv.row(block, 1, kv_head, slot), kl * 8, kv.row_scales(block, 1, kv_head, slot), x);
+    for (int e = 0; e < kN; ++e) o[g][e] = 0.0f;
+  for (int base = 0; base < kSpanKeys; base += kStep) {
+    Raw<kT, kN> raw[kUnroll];
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
-      if (g >= group) break;
-      const float w = sm.s[g][jj];
+    for (int u = 0; u < kUnroll; ++u) {  // every load first; a key the row does not see reads the first one's row
+      const int jj = base + u * kKeyGroups + kg;
+      const int blk = sm.blk[jj] >= 0 ? sm.blk[jj] : first_blk;
+      const int slot = int((sm.blk[jj] >= 0 ? k0 + jj : j_first) & (kv.block_size - 1));
+      fetch<kT, kN>(kv.row(blk, 1, kv_head, slot), kl * kN, kv.row_scales(blk, 1, kv_head, slot), raw[u]);
+    }
 #pragma unroll
-      for (int e = 0; e < 8; ++e) o[g][e] += w * x[e];
+    for (int u = 0; u < kUnroll; ++u) {
+      const int jj = base + u * kKeyGroups + kg;
+      float x[kN];
+      widen<kT, kN>(raw[u], sm.blk[jj] >= 0, x);
+#pragma unroll
+      for (int g = 0; g < kG; ++g) {
+        const float w = g < group ? sm.s[g][jj] : 0.0f;  // 0 for a key the row does not see
+#pragma unroll
+        for (int e = 0; e < kN; ++e) o[g][e] = fmaf(w, x[e], o[g][e]);
+      }
     }
   }
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g) {
-    if (g >= group) break;
+  for (int g = 0; g < kG; ++g)
 #pragma unroll
-    for (int e = 0; e < 8; ++e)
+    for (int e = 0; e < kN; ++e)
 #pragma unroll
       for (int off = kLanesPerKey; off < 32; off *= 2) o[g][e] += __shfl_xor_sync(0xffffffffu, o[g][e], off);
-  }
   if (lane < kLanesPerKey) {
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g)
+    for (int g = 0; g < kG; ++g)
       if (g < group)
 #pragma unroll
-        for (int e = 0; e < 8; ++e) sm.o[warp][g][kl * 8 + e] = o[g][e];
+        for (int e = 0; e < kN; ++e) sm.o[warp][g][kl * kN + e] = o[g][e];
   }
   __syncthreads();
 #pragma unroll
-  for (int g = 0; g < kMaxGroup; ++g)
+  for (int g = 0; g < kG; ++g)
 #pragma unroll
     for (int i = 0; i < kDimsPerThread; ++i) {
       const int d = threadIdx.x + kThreads * i;
@@ -398,14 +482,14 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
       }
       o_out[g][i] = sum;
     }
-  __syncthreads();  // sm.s and sm.o are rewritten by the next span
+  __syncthreads();  // sm.s, sm.blk and sm.o are rewritten by the next span
 }
 
-template <KvDType kT, int kD>
+template <KvDType kT, int kD, int kG>
 __device__ void span_state_of(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group,
                               int64_t span, SpanSmem<kD>& sm, float* m, float* d, float (*o)[kDimsPerThread]) {
   if constexpr (kD == 0) span_state<kT>(p, r, kv_head, h0, group, span, sm, m, d, o);
-  else span_state<kT, kD>(p, r, kv_head, h0, group, span, sm, m, d, o);
+  else span_state<kT, kD, kG>(p, r, kv_head, h0, group, span, sm, m, d, o);
 }
 
 // ---- kernels ----
@@ -439,24 +523,24 @@ __global__ void append_kernel(AttentionParams p, int64_t num_tokens, const float
 // Grid (rows, span slots, KV heads). spans_per_block < 0: one slot; the block walks every span of its row,
 // folding as it goes, and stores the row. Else slot y computes spans [y * spans_per_block, ...) of its row and
 // stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
-template <KvDType kT, int kD>
-__global__ void __launch_bounds__(kThreads)
+template <KvDType kT, int kD, int kG>
+__global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : 4)  // 128 registers; 255 for groups of 8
     attend_kernel(AttentionParams p, const float* rope_cos_sin, float* ws, int max_spans, int spans_per_block) {
   __shared__ SpanSmem<kD> sm;
   const int t = blockIdx.x, kv_head = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads, h0 = kv_head * group;
   const int D = p.head_dim_v;
   const RowInfo r = row_info(p, t);
-  float m[kMaxGroup], d[kMaxGroup], o[kMaxGroup][kDimsPerThread];
+  float m[kG], d[kG], o[kG][kDimsPerThread];
   if (spans_per_block < 0) {
     load_queries(p, rope_cos_sin, t, h0, group, sm);
-    RowState st;
+    RowState<kG> st;
     clear(st);
     if (r.hi >= r.lo) {
       for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
-        span_state_of<kT, kD>(p, r, kv_head, h0, group, span, sm, m, d, o);
+        span_state_of<kT, kD, kG>(p, r, kv_head, h0, group, span, sm, m, d, o);
 #pragma unroll
-        for (int g = 0; g < kMaxGroup; ++g)
+        for (int g = 0; g < kG; ++g)
           if (g < group) fold(st, g, m[g], d[g], o[g]);
       }
     }
@@ -469,9 +553,9 @@ __global__ void __launch_bounds__(kThreads)
   if (first > last) return;
   load_queries(p, rope_cos_sin, t, h0, group, sm);
   for (int64_t span = first; span <= last; ++span) {
-    span_state_of<kT, kD>(p, r, kv_head, h0, group, span, sm, m, d, o);
+    span_state_of<kT, kD, kG>(p, r, kv_head, h0, group, span, sm, m, d, o);
 #pragma unroll
-    for (int g = 0; g < kMaxGroup; ++g) {
+    for (int g = 0; g < kG; ++g) {
       if (g >= group) break;
       float* st = ws + ((int64_t(t) * p.num_q_heads + h0 + g) * max_spans + span) * (D + 2);
 #pragma unroll
@@ -492,9 +576,10 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(AttentionParams p, cons
   const int t = blockIdx.x, h = blockIdx.y;
   const int D = p.head_dim_v;
   const RowInfo r = row_info(p, t);
-  RowState st;
+  RowState<1> st;
   clear(st);
   if (r.hi >= r.lo) {
+#pragma unroll 4  // the states' loads of 4 spans in flight together
     for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
       const float* s = ws + ((int64_t(t) * p.num_q_heads + h) * max_spans + span) * (D + 2);
       float o[kDimsPerThread];
@@ -541,41 +626,41 @@ int vector_head_dim(const AttentionParams& p) {
 
 template <KvDType kT>
 struct LaunchAttend {
-  template <int kD>
+  template <int kD, int kG>
   static void launch(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
                      cudaStream_t stream) {
     const int rows = shape.num_tokens;
     if (spans_per_block < 0) {
-      attend_kernel<kT, kD><<<dim3(unsigned(rows), 1, unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+      attend_kernel<kT, kD, kG><<<dim3(unsigned(rows), 1, unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
           p, shape.rope_cos_sin, nullptr, 0, -1);
       return;
     }
     const int max_spans = std::max(1, (shape.max_kv_len + kSpanKeys - 1) / kSpanKeys);
     const int slots = (max_spans + spans_per_block - 1) / spans_per_block;
     float* states = ws.get(int64_t(rows) * p.num_q_heads * max_spans * (p.head_dim_v + 2));
-    attend_kernel<kT, kD><<<dim3(unsigned(rows), unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+    attend_kernel<kT, kD, kG><<<dim3(unsigned(rows), unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
         p, shape.rope_cos_sin, states, max_spans, spans_per_block);
     merge_kernel<<<dim3(unsigned(rows), unsigned(p.num_q_heads)), kThreads, 0, stream>>>(p, states, max_spans);
+  }
+  // The group template: the smallest of 1, 2, 4, 8 that holds the GQA group.
+  template <int kD>
+  static void launch_group(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
+                           cudaStream_t stream) {
+    const int group = p.num_q_heads / p.num_kv_heads;
+    if (group == 1) launch<kD, 1>(p, shape, spans_per_block, ws, stream);
+    else if (group == 2) launch<kD, 2>(p, shape, spans_per_block, ws, stream);
+    else if (group <= 4) launch<kD, 4>(p, shape, spans_per_block, ws, stream);
+    else launch<kD, 8>(p, shape, spans_per_block, ws, stream);
   }
   static void run(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
                   cudaStream_t stream) {
     switch (vector_head_dim(p)) {
-      case 64: launch<64>(p, shape, spans_per_block, ws, stream); return;
-      case 128: launch<128>(p, shape, spans_per_block, ws, stream); return;
-      default: launch<0>(p, shape, spans_per_block, ws, stream); return;
+      case 64: launch_group<64>(p, shape, spans_per_block, ws, stream); return;
+      case 128: launch_group<128>(p, shape, spans_per_block, ws, stream); return;
+      default: launch<0, kMaxGroup>(p, shape, spans_per_block, ws, stream); return;
     }
   }
 };
-
-int num_sms() {
-  static const int n = [] {
-    int dev = 0, count = 0;
-    INFLIGHT_CUDA_CHECK(cudaGetDevice(&dev));
-    INFLIGHT_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
-    return count;
-  }();
-  return n;
-}
 
 }  // namespace
 
@@ -649,8 +734,8 @@ void attend(const AttentionParams& p, const BatchShape& shape, const DecodePlan&
   check_params(p, __FILE__, __LINE__);
   if (shape.num_tokens == 0) return;
   int spans_per_block = plan.spans_per_block;
-  if (spans_per_block == 0)  // one block per row and KV head when they fill the GPU twice over, else split-K
-    spans_per_block = int64_t(shape.num_tokens) * p.num_kv_heads >= 2 * num_sms() ? -1 : 1;
+  if (spans_per_block == 0)  // one block per row and KV head when rows have one span, else one block per span
+    spans_per_block = shape.max_kv_len <= kSpanKeys ? -1 : 1;
   dispatch<LaunchAttend>(p.kv.dtype, p, shape, spans_per_block, ws, stream);
   INFLIGHT_CUDA_CHECK(cudaGetLastError());
 }
