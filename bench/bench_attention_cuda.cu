@@ -93,6 +93,7 @@ struct Step {
   Buffer<float> q, out;
   AttentionParams p;
   cuda::BatchShape shape;
+  std::vector<int32_t> host_q_start;
 
   Step(int batch_, int kv_len_, int q_len_, KvDType dtype_)
       : batch(batch_), kv_len(kv_len_), q_len(q_len_), dtype(dtype_),
@@ -139,6 +140,8 @@ struct Step {
     }
     shape.num_tokens = batch * q_len;
     shape.max_kv_len = kv_len;
+    host_q_start = qs;
+    shape.host_q_start = host_q_start.data();  // prompts (q_len > 1) take the tensor-core kernel
   }
   // K, V (and scales) bytes one attend reads, each cached row once.
   double kv_bytes() const {
@@ -218,7 +221,7 @@ int main(int argc, char** argv) {
     Step step(1, S, S, dtype);
     const double ms = median_ms(5, [&] { cuda::attend(step.p, step.shape, {}, ws, nullptr); });
     ok(cudaGetLastError(), "attend");
-    const double flops = 2.0 * 2.0 * double(S) * S / 2.0 * kHeadDim * kNumQHeads;
+    const double flops = 2.0 * 2.0 * double(S) * S / 2.0 * kHeadDim * kNumQHeads;  // QK and PV, causal half
     const double tflops = flops / (ms * 1e-3) / 1e12;
     std::printf("context %s S=%d causal: %.2f ms, %.1f TFLOP/s = %.1f%% of cuBLAS\n",
                 std::string(kv_dtype_name(dtype)).c_str(), S, ms, tflops, gemm > 0 ? 100.0 * tflops / gemm : 0.0);

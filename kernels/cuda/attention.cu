@@ -10,62 +10,20 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "kernels/cuda/context.h"
+#include "kernels/cuda/device_common.cuh"
 #include "kernels/ops.h"
 
 namespace inflight::kernels::cuda {
 
 namespace {
 
-void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-  std::abort();
-}
-#define INFLIGHT_CUDA_CHECK(x) check_cuda((x), #x, __FILE__, __LINE__)
+using namespace detail;
 
 constexpr int kThreads = 128;                           // per block: 4 warps
 constexpr int kWarps = kThreads / 32;
 constexpr int kDimsPerThread = kMaxHeadDim / kThreads;  // output features d = tid + kThreads * i
 constexpr int kScoresPerThread = kSpanKeys / kThreads;  // score entries jj = tid + kThreads * i
-
-// ---- helpers ----
-
-__device__ float warp_sum(float x) {
-  for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
-  return x;
-}
-__device__ float warp_max(float x) {
-  for (int off = 16; off > 0; off /= 2) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-  return x;
-}
-
-// The sequence owning packed row t: the last s with q_start[s] <= t (empty sequences are skipped over).
-__device__ int seq_of_row(const AttentionParams& p, int t) {
-  int lo = 0, hi = p.num_seqs - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (p.q_start[mid] <= t) lo = mid;
-    else hi = mid - 1;
-  }
-  return lo;
-}
-
-// Where packed row t sits: its sequence, its index i among the sequence's rows, and the keys [lo, hi] it sees
-// (the band mask over the sequence's past_len + q_len cached keys; hi < lo: none).
-struct RowInfo {
-  int seq;
-  int64_t i, lo, hi;
-};
-__device__ RowInfo row_info(const AttentionParams& p, int t) {
-  RowInfo r;
-  r.seq = seq_of_row(p, t);
-  r.i = t - p.q_start[r.seq];
-  const int64_t total = int64_t(p.past_len[r.seq]) + (p.q_start[r.seq + 1] - p.q_start[r.seq]);
-  const int64_t pos = p.past_len[r.seq] + r.i;
-  r.lo = p.pre_tokens < 0 ? 0 : max(int64_t(0), pos - p.pre_tokens);
-  r.hi = p.next_tokens < 0 ? total - 1 : min(total - 1, pos + int64_t(p.next_tokens));
-  return r;
-}
 
 // One row's online-softmax state over some keys, for the output features this thread owns (d = tid +
 // kThreads * i) and each of the group's heads: o = sum_j exp(s_j - m) v_j, d = sum_j exp(s_j - m).
@@ -148,16 +106,6 @@ __device__ void load_queries(const AttentionParams& p, const float* rope_cos_sin
   if (p.rope_on() && threadIdx.x < group)
     rotate_head(p.rope, rope_cos_sin + int64_t(t) * p.rope.rotary_dim, sm.q[threadIdx.x]);
   __syncthreads();
-}
-
-// The score of key j for head h0 + g from its dot product: scale, softcap, then the mask (reference order).
-__device__ float score_of(const AttentionParams& p, const RowInfo& r, int head, int64_t j, float dot) {
-  float s = dot * p.effective_scale();
-  if (p.softcap > 0.0f) s = p.softcap * tanhf(s / p.softcap);
-  const int64_t at = int64_t(r.seq) * p.mask.seq_stride + int64_t(head) * p.mask.head_stride + r.i * p.mask.row_stride + j;
-  if (p.mask.kind == MaskKind::Bool && static_cast<const uint8_t*>(p.mask.data)[at] != 0) s = -INFINITY;
-  if (p.mask.kind == MaskKind::Additive) s += static_cast<const float*>(p.mask.data)[at];
-  return s;
 }
 
 // Scores in sm.s -> m, weights exp(s - m) in sm.s, d = their sum: each thread over its entries in order, a
@@ -269,62 +217,6 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     }
   }
   __syncthreads();  // sm.s is rewritten by the next span
-}
-
-// The stored bytes of kN features of a row (kN a multiple of 8) and their scale: fetched first, for every key a
-// lane reads in an iteration, then widened, so that the loads of all those keys are in flight together.
-template <KvDType kT>
-constexpr int kElemBytes = kT == KvDType::F32 ? 4 : kT == KvDType::F16 || kT == KvDType::BF16 ? 2 : 1;
-template <KvDType kT, int kN>
-struct Raw {
-  static constexpr int kWords = kN * kElemBytes<kT> >= 16 ? kN * kElemBytes<kT> / 16 : 1;  // uint4s
-  uint4 w[kWords];
-  float scale[kN / 8];  // of features [8c, 8c + 8)
-};
-
-template <KvDType kT, int kN>
-__device__ void fetch(const void* row, int d0, const KvRowScales& s, Raw<kT, kN>& r) {
-  const uint8_t* at = static_cast<const uint8_t*>(row) + int64_t(d0) * kElemBytes<kT>;
-  if constexpr (kN * kElemBytes<kT> >= 16) {
-#pragma unroll
-    for (int i = 0; i < Raw<kT, kN>::kWords; ++i) r.w[i] = __ldg(reinterpret_cast<const uint4*>(at) + i);
-  } else {  // 8 one-byte codes
-    const uint2 u = __ldg(reinterpret_cast<const uint2*>(at));
-    r.w[0] = make_uint4(u.x, u.y, 0u, 0u);
-  }
-  // int8: quant_group >= 8 divides head_dim, so 8 features at a multiple of 8 share one scale.
-#pragma unroll
-  for (int c = 0; c < kN / 8; ++c)
-    r.scale[c] = kT == KvDType::Int8 ? __ldg(s.group + (d0 + 8 * c) / s.quant_group) : s.quant_orig;
-}
-
-__device__ float half_bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-// The int8 code in the low byte of c as a float, exactly, without the quarter-rate integer conversion:
-// 0x4B000000 | b is 2^23 + b, and b = code + 128.
-__device__ float int8_value(uint32_t c) { return __int_as_float(int(0x4B000000u | (c ^ 0x80u))) - 8388736.0f; }
-
-// The fetched features as kv_dequantize gives them (the f16 / fp8 widenings are exact, so the hardware
-// conversions agree with it); zeros where !valid (a key the row does not see: its bytes are another row's).
-template <KvDType kT, int kN>
-__device__ void widen(const Raw<kT, kN>& r, bool valid, float* x) {
-  const uint32_t* w = reinterpret_cast<const uint32_t*>(r.w);
-#pragma unroll
-  for (int e = 0; e < kN; ++e) {
-    float v;
-    if constexpr (kT == KvDType::F32) {
-      v = __uint_as_float(w[e]);
-    } else if constexpr (kT == KvDType::F16 || kT == KvDType::BF16) {
-      const uint16_t b = uint16_t(w[e / 2] >> (16 * (e % 2)));
-      v = kT == KvDType::F16 ? half_bits_to_float(b) : __uint_as_float(uint32_t(b) << 16);
-    } else {
-      const uint32_t c = (w[e / 4] >> (8 * (e % 4))) & 0xffu;
-      if constexpr (kT == KvDType::Int8 || kT == KvDType::Int8Static) v = int8_value(c) * r.scale[e / 8];
-      else if constexpr (kT == KvDType::Fp8E4M3)
-        v = half_bits_to_float(fp8_e4m3_to_f16_bits(uint8_t(c))) * kFp8E4M3ViaF16Scale * r.scale[e / 8];
-      else v = half_bits_to_float(uint16_t(c << 8)) * r.scale[e / 8];
-    }
-    x[e] = valid ? v : 0.0f;
-  }
 }
 
 // Sums each of a[0, kV) over the lanes of a key group (kl: the lane's index in it; kOff: half their count) by
@@ -525,9 +417,10 @@ __global__ void append_kernel(AttentionParams p, int64_t num_tokens, const float
 // stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
 template <KvDType kT, int kD, int kG>
 __global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : 4)  // 128 registers; 255 for groups of 8
-    attend_kernel(AttentionParams p, const float* rope_cos_sin, float* ws, int max_spans, int spans_per_block) {
+    attend_kernel(AttentionParams p, const float* rope_cos_sin, const int32_t* rows, float* ws, int max_spans,
+                  int spans_per_block) {
   __shared__ SpanSmem<kD> sm;
-  const int t = blockIdx.x, kv_head = blockIdx.z;
+  const int t = rows != nullptr ? rows[blockIdx.x] : int(blockIdx.x), kv_head = blockIdx.z;
   const int group = p.num_q_heads / p.num_kv_heads, h0 = kv_head * group;
   const int D = p.head_dim_v;
   const RowInfo r = row_info(p, t);
@@ -557,7 +450,7 @@ __global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : 4)  // 128 registers; 
 #pragma unroll
     for (int g = 0; g < kG; ++g) {
       if (g >= group) break;
-      float* st = ws + ((int64_t(t) * p.num_q_heads + h0 + g) * max_spans + span) * (D + 2);
+      float* st = ws + ((int64_t(blockIdx.x) * p.num_q_heads + h0 + g) * max_spans + span) * (D + 2);
 #pragma unroll
       for (int i = 0; i < kDimsPerThread; ++i) {
         const int dd = threadIdx.x + kThreads * i;
@@ -572,8 +465,9 @@ __global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : 4)  // 128 registers; 
 }
 
 // Grid (rows, query heads): folds row t's span states left to right, as attend_kernel's one-slot plan does.
-__global__ void __launch_bounds__(kThreads) merge_kernel(AttentionParams p, const float* ws, int max_spans) {
-  const int t = blockIdx.x, h = blockIdx.y;
+__global__ void __launch_bounds__(kThreads)
+    merge_kernel(AttentionParams p, const int32_t* rows, const float* ws, int max_spans) {
+  const int t = rows != nullptr ? rows[blockIdx.x] : int(blockIdx.x), h = blockIdx.y;
   const int D = p.head_dim_v;
   const RowInfo r = row_info(p, t);
   RowState<1> st;
@@ -581,7 +475,7 @@ __global__ void __launch_bounds__(kThreads) merge_kernel(AttentionParams p, cons
   if (r.hi >= r.lo) {
 #pragma unroll 4  // the states' loads of 4 spans in flight together
     for (int64_t span = r.lo / kSpanKeys; span <= r.hi / kSpanKeys; ++span) {
-      const float* s = ws + ((int64_t(t) * p.num_q_heads + h) * max_spans + span) * (D + 2);
+      const float* s = ws + ((int64_t(blockIdx.x) * p.num_q_heads + h) * max_spans + span) * (D + 2);
       float o[kDimsPerThread];
 #pragma unroll
       for (int i = 0; i < kDimsPerThread; ++i) {
@@ -624,40 +518,46 @@ int vector_head_dim(const AttentionParams& p) {
   return reinterpret_cast<uintptr_t>(p.kv.data) % 16 == 0 ? p.head_dim : 0;
 }
 
+// The span routine over num_rows rows: rows[i] (device), or rows 0 .. num_rows - 1 where rows is null.
+struct RowList {
+  const int32_t* rows;
+  int num_rows;
+};
+
 template <KvDType kT>
 struct LaunchAttend {
   template <int kD, int kG>
-  static void launch(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
-                     cudaStream_t stream) {
-    const int rows = shape.num_tokens;
+  static void launch(const AttentionParams& p, const BatchShape& shape, RowList list, int spans_per_block,
+                     Workspace& ws, cudaStream_t stream) {
+    const unsigned n = unsigned(list.num_rows);
     if (spans_per_block < 0) {
-      attend_kernel<kT, kD, kG><<<dim3(unsigned(rows), 1, unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
-          p, shape.rope_cos_sin, nullptr, 0, -1);
+      attend_kernel<kT, kD, kG><<<dim3(n, 1, unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+          p, shape.rope_cos_sin, list.rows, nullptr, 0, -1);
       return;
     }
     const int max_spans = std::max(1, (shape.max_kv_len + kSpanKeys - 1) / kSpanKeys);
     const int slots = (max_spans + spans_per_block - 1) / spans_per_block;
-    float* states = ws.get(int64_t(rows) * p.num_q_heads * max_spans * (p.head_dim_v + 2));
-    attend_kernel<kT, kD, kG><<<dim3(unsigned(rows), unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
-        p, shape.rope_cos_sin, states, max_spans, spans_per_block);
-    merge_kernel<<<dim3(unsigned(rows), unsigned(p.num_q_heads)), kThreads, 0, stream>>>(p, states, max_spans);
+    float* states = ws.get(int64_t(n) * p.num_q_heads * max_spans * (p.head_dim_v + 2));
+    attend_kernel<kT, kD, kG><<<dim3(n, unsigned(slots), unsigned(p.num_kv_heads)), kThreads, 0, stream>>>(
+        p, shape.rope_cos_sin, list.rows, states, max_spans, spans_per_block);
+    merge_kernel<<<dim3(n, unsigned(p.num_q_heads)), kThreads, 0, stream>>>(p, list.rows, states, max_spans);
   }
   // The group template: the smallest of 1, 2, 4, 8 that holds the GQA group.
   template <int kD>
-  static void launch_group(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
-                           cudaStream_t stream) {
+  static void launch_group(const AttentionParams& p, const BatchShape& shape, RowList list, int spans_per_block,
+                           Workspace& ws, cudaStream_t stream) {
     const int group = p.num_q_heads / p.num_kv_heads;
-    if (group == 1) launch<kD, 1>(p, shape, spans_per_block, ws, stream);
-    else if (group == 2) launch<kD, 2>(p, shape, spans_per_block, ws, stream);
-    else if (group <= 4) launch<kD, 4>(p, shape, spans_per_block, ws, stream);
-    else launch<kD, 8>(p, shape, spans_per_block, ws, stream);
+    if (group == 1) launch<kD, 1>(p, shape, list, spans_per_block, ws, stream);
+    else if (group == 2) launch<kD, 2>(p, shape, list, spans_per_block, ws, stream);
+    else if (group <= 4) launch<kD, 4>(p, shape, list, spans_per_block, ws, stream);
+    else launch<kD, 8>(p, shape, list, spans_per_block, ws, stream);
   }
-  static void run(const AttentionParams& p, const BatchShape& shape, int spans_per_block, Workspace& ws,
-                  cudaStream_t stream) {
+  static void run(const AttentionParams& p, const BatchShape& shape, RowList list, int spans_per_block,
+                  Workspace& ws, cudaStream_t stream) {
     switch (vector_head_dim(p)) {
-      case 64: launch_group<64>(p, shape, spans_per_block, ws, stream); return;
-      case 128: launch_group<128>(p, shape, spans_per_block, ws, stream); return;
-      default: launch<0, kMaxGroup>(p, shape, spans_per_block, ws, stream); return;
+      case 64: launch_group<64>(p, shape, list, spans_per_block, ws, stream); return;
+      case 128: launch_group<128>(p, shape, list, spans_per_block, ws, stream); return;
+      default: launch<0, kMaxGroup>(p, shape, list, spans_per_block, ws, stream); return;
     }
   }
 };
@@ -666,6 +566,18 @@ struct LaunchAttend {
 
 Workspace::~Workspace() {
   if (data_ != nullptr) cudaFree(data_);
+  if (ints_ != nullptr) cudaFree(ints_);
+}
+
+int32_t* Workspace::upload(const std::vector<int32_t>& host, cudaStream_t stream) {
+  if (int64_t(host.size()) > ints_capacity_) {
+    if (ints_ != nullptr) INFLIGHT_CUDA_CHECK(cudaFree(ints_));  // synchronizes: no kernel still reads it
+    ints_ = nullptr;
+    INFLIGHT_CUDA_CHECK(cudaMalloc(&ints_, host.size() * sizeof(int32_t)));
+    ints_capacity_ = int64_t(host.size());
+  }
+  INFLIGHT_CUDA_CHECK(cudaMemcpyAsync(ints_, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  return ints_;
 }
 
 float* Workspace::get(int64_t num_floats) {
@@ -736,7 +648,29 @@ void attend(const AttentionParams& p, const BatchShape& shape, const DecodePlan&
   int spans_per_block = plan.spans_per_block;
   if (spans_per_block == 0)  // one block per row and KV head when rows have one span, else one block per span
     spans_per_block = shape.max_kv_len <= kSpanKeys ? -1 : 1;
-  dispatch<LaunchAttend>(p.kv.dtype, p, shape, spans_per_block, ws, stream);
+  RowList list{nullptr, shape.num_tokens};
+  if (shape.host_q_start != nullptr && context_supported(p)) {
+    // One upload: the decode rows for the span routine, then the prompt tiles (longest rows first: a tile's
+    // work grows with its rows' keys, so the long ones start early and the short ones fill in at the end).
+    std::vector<int32_t> ints;
+    std::vector<ContextTile> tiles;
+    for (int s = 0; s < p.num_seqs; ++s) {
+      const int32_t a = shape.host_q_start[s], q_len = shape.host_q_start[s + 1] - a;
+      if (q_len == 1) ints.push_back(a);
+      for (int r = 0; q_len > 1 && r < q_len; r += kContextRows) tiles.push_back({s, r});
+    }
+    std::stable_sort(tiles.begin(), tiles.end(), [](const ContextTile& x, const ContextTile& y) { return x.row0 > y.row0; });
+    const int num_rows = int(ints.size());
+    for (const ContextTile& t : tiles) {
+      ints.push_back(t.seq);
+      ints.push_back(t.row0);
+    }
+    if (ints.empty()) return;
+    const int32_t* dev = ws.upload(ints, stream);
+    attend_context(p, shape, reinterpret_cast<const ContextTile*>(dev + num_rows), int(tiles.size()), stream);
+    list = RowList{dev, num_rows};
+  }
+  if (list.num_rows > 0) dispatch<LaunchAttend>(p.kv.dtype, p, shape, list, spans_per_block, ws, stream);
   INFLIGHT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -33,6 +33,10 @@ struct BatchShape {
   // rope_table computes them on the host (device cos / sin differ from the host's in the last bit, and the
   // stored K codes must equal the CPU's). Required when p.rope_on().
   const float* rope_cos_sin = nullptr;
+  // Host [num_seqs + 1], the same values as p.q_start, optional. With it, the rows of sequences with two or more
+  // query rows (prompts, chunks of them) go to the tensor-core prompt kernel (context.h), and the span routine
+  // serves the rest. Without it, the span routine serves every row.
+  const int32_t* host_q_start = nullptr;
 };
 
 // How rows are split over blocks.
@@ -51,10 +55,14 @@ class Workspace {
   ~Workspace();
   // At least num_floats device floats; invalidates what an earlier call returned.
   float* get(int64_t num_floats);
+  // A device copy of host ints, in a buffer of its own (stream-ordered; the host array may go at once).
+  int32_t* upload(const std::vector<int32_t>& host, cudaStream_t stream);
 
  private:
   float* data_ = nullptr;
   int64_t capacity_ = 0;
+  int32_t* ints_ = nullptr;
+  int64_t ints_capacity_ = 0;
 };
 
 // True when a CUDA device can run kernels; otherwise false and *why says why (no driver, no device...).
@@ -69,7 +77,9 @@ void rope_table(const RopeParams& rope, const int32_t* positions, int64_t num_to
 void append_kv(const AttentionParams& p, const BatchShape& shape, cudaStream_t stream);
 
 // Attention of every packed row (prefill chunks and decode rows alike) over the cache, which must already
-// hold the step's K/V. Rotates Q as read when p.rope_on().
+// hold the step's K/V. Rotates Q as read when p.rope_on(). With shape.host_q_start, prompt rows go to the
+// tensor-core kernel (context.h: Q and P rounded to f16 / bf16) and decode rows to the span routine; a row's
+// bits then depend only on whether its sequence has one row or more in the step.
 void attend(const AttentionParams& p, const BatchShape& shape, const DecodePlan& plan, Workspace& ws,
             cudaStream_t stream);
 

@@ -45,7 +45,10 @@ class DeviceCopy {
 };
 
 // p with host pointers; appends when p.k is set (the cache in host memory is updated), attends every row.
-inline void cuda_attention(const kernels::AttentionParams& p, kernels::cuda::DecodePlan plan = {}) {
+// prompt_kernel: sequences with two or more rows go to the tensor-core prompt kernel (BatchShape::host_q_start);
+// else the span routine serves every row.
+inline void cuda_attention(const kernels::AttentionParams& p, kernels::cuda::DecodePlan plan = {},
+                           bool prompt_kernel = true) {
   using kernels::AttentionParams;
   const int S = p.num_seqs;
   const int64_t T = p.q_start[S];
@@ -103,6 +106,7 @@ inline void cuda_attention(const kernels::AttentionParams& p, kernels::cuda::Dec
   shape.num_tokens = int(T);
   shape.max_kv_len = max_kv;
   shape.rope_cos_sin = table.empty() ? nullptr : rope.as<float>();
+  if (prompt_kernel) shape.host_q_start = p.q_start;
   kernels::cuda::Workspace ws;
   kernels::cuda::append_kv(d, shape, nullptr);
   kernels::cuda::attend(d, shape, plan, ws, nullptr);
