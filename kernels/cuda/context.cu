@@ -64,14 +64,49 @@ __device__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// Shared memory: stages of a K tile and a V tile, [kContextKeys, kStride] halves each. Stage 0's K holds Q while
+// its fragments are loaded, and its V the f32 staging of Q (32 rows at a time).
 template <int kD>
 struct ContextSmem {
-  // Halves per row: kD + 8 puts the 8 rows an ldmatrix reads in different banks.
-  static constexpr int kStride = kD + 8;
-  alignas(16) uint16_t kq[kContextKeys * kStride];  // Q while its fragments are loaded, then each K tile
-  alignas(16) uint16_t v[kContextKeys * kStride];   // f32 staging of Q (32 rows at a time), then each V tile
+  static constexpr int kStride = kD + 8;  // halves per row: the 8 rows an ldmatrix reads fall in different banks
+  static constexpr int kTile = kContextKeys * kStride;
+  static constexpr size_t bytes(int stages) { return size_t(stages) * 2 * kTile * sizeof(uint16_t); }
 };
 static_assert(kContextRows == kContextKeys, "Q is staged in a K tile's place");
+
+// f16 and bf16 caches are copied as they are, by cp.async into the stage after the one in use; others are
+// dequantized through registers into a single stage.
+template <KvDType kT>
+inline constexpr bool kAsyncCopy = kT == KvDType::F16 || kT == KvDType::BF16;
+
+__device__ void cp_async16(void* dst, const void* src, bool fill) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(fill ? 16 : 0)
+               : "memory");
+}
+template <int kPending>
+__device__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+// Starts copying keys [k0, k0 + 64) of K and V into kdst / vdst (keys past the sequence's end: zeros).
+template <KvDType kT, int kD>
+__device__ void issue_tile(const AttentionParams& p, int seq, int kv_head, int64_t k0, int64_t total, uint16_t* kdst,
+                           uint16_t* vdst) {
+  constexpr int kChunks = kD / 8;
+  constexpr int kPerThread = kContextKeys * kChunks / kThreads;
+  const PagedKvView& kv = p.kv;
+#pragma unroll
+  for (int u = 0; u < kPerThread; ++u) {
+    const int c = threadIdx.x + kThreads * u, jj = c / kChunks, chunk = c % kChunks;
+    const int64_t j = min(k0 + jj, total - 1);
+    const int blk = kv.block_of(p.kv_seq(seq, j), j);
+    const int slot = int(j & (kv.block_size - 1));
+    const int at = jj * ContextSmem<kD>::kStride + chunk * 8;
+    cp_async16(kdst + at, static_cast<const uint16_t*>(kv.row(blk, 0, kv_head, slot)) + chunk * 8, k0 + jj < total);
+    cp_async16(vdst + at, static_cast<const uint16_t*>(kv.row(blk, 1, kv_head, slot)) + chunk * 8, k0 + jj < total);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
 
 // Where a row of the tile sits, as the span routine's RowInfo, plus whether it exists.
 __device__ RowInfo tile_row(const AttentionParams& p, int seq, int i) {
@@ -124,7 +159,10 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int kStride = ContextSmem<kD>::kStride;
   constexpr int kNT = kContextKeys / 8;  // key tiles of 8 in S
   constexpr int kDT = kD / 8;            // feature tiles of 8 in O
-  __shared__ ContextSmem<kD> sm;
+  extern __shared__ uint4 context_smem[];
+  uint16_t* const smem = reinterpret_cast<uint16_t*>(context_smem);
+  auto k_tile = [&](int stage) { return smem + (2 * stage) * ContextSmem<kD>::kTile; };
+  auto v_tile = [&](int stage) { return smem + (2 * stage + 1) * ContextSmem<kD>::kTile; };
   const int h = blockIdx.x, seq = tiles[blockIdx.y].seq, row0 = tiles[blockIdx.y].row0;
   const int group = p.num_q_heads / p.num_kv_heads, kv_head = h / group;
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -133,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t total = int64_t(p.past_len[seq]) + q_len;
 
   // Q: 32 rows at a time as f32 (rotated in place), then as the operand type.
-  float* stage = reinterpret_cast<float*>(sm.v);
+  float* stage = reinterpret_cast<float*>(v_tile(0));
   for (int half = 0; half < 2; ++half) {
     for (int idx = threadIdx.x; idx < 32 * kD; idx += kThreads) {
       const int r = idx / kD, d = idx % kD, i = row0 + 32 * half + r;
@@ -146,7 +184,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int idx = threadIdx.x; idx < 32 * kD / 2; idx += kThreads) {
       const int r = idx / (kD / 2), d = 2 * (idx % (kD / 2));
-      *reinterpret_cast<uint32_t*>(&sm.kq[(32 * half + r) * kStride + d]) = pack2<kB>(stage[r * kD + d], stage[r * kD + d + 1]);
+      *reinterpret_cast<uint32_t*>(&k_tile(0)[(32 * half + r) * kStride + d]) = pack2<kB>(stage[r * kD + d], stage[r * kD + d + 1]);
     }
     __syncthreads();
   }
@@ -154,7 +192,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     const int row = 16 * warp + lane % 8 + 8 * ((lane / 8) % 2), col = 16 * kk + 8 * (lane / 16);
-    ldmatrix_x4(qf[kk], smem_addr(&sm.kq[row * kStride + col]));
+    ldmatrix_x4(qf[kk], smem_addr(&k_tile(0)[row * kStride + col]));
   }
 
   // This lane's two rows: lane / 4 and lane / 4 + 8 of the warp's 16.
@@ -168,14 +206,38 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e) o[n][e] = 0.0f;
 
+  // The keys every row of the warp sees: from its last row's lo to its first row's hi (both grow with the row).
+  const bool plain = p.mask.kind == MaskKind::None && p.softcap <= 0.0f;
+  const float scale = p.effective_scale();
+  const int warp_last = row0 + 16 * warp + 15;
+  const int64_t warp_lo = warp_last < q_len ? tile_row(p, seq, warp_last).lo : INT64_MAX;
+  const int64_t warp_hi = warp_last < q_len ? tile_row(p, seq, row0 + 16 * warp).hi : INT64_MIN;
   // The keys some row of the tile sees: from the first row's lo to the last row's hi (both grow with the row).
   const int64_t lo = tile_row(p, seq, row0).lo, hi = tile_row(p, seq, min(row0 + kContextRows, q_len) - 1).hi;
-  for (int64_t kt = lo / kContextKeys; hi >= lo && kt <= hi / kContextKeys; ++kt) {
+  const int64_t kt_first = lo / kContextKeys, kt_last = hi >= lo ? hi / kContextKeys : kt_first - 1;
+  if (kAsyncCopy<kT> && kt_first <= kt_last) {
+    __syncthreads();  // Q's fragments are read
+    issue_tile<kT, kD>(p, seq, kv_head, kt_first * kContextKeys, total, k_tile(0), v_tile(0));
+  }
+  for (int64_t kt = kt_first; kt <= kt_last; ++kt) {
     const int64_t k0 = kt * kContextKeys;
-    __syncthreads();  // the last tile's (or Q's) fragments are read
-    load_tile<kT, kD>(p, seq, kv_head, 0, k0, total, sm.kq);
-    load_tile<kT, kD>(p, seq, kv_head, 1, k0, total, sm.v);
-    __syncthreads();
+    const int st = kAsyncCopy<kT> ? int((kt - kt_first) & 1) : 0;
+    if constexpr (kAsyncCopy<kT>) {
+      if (kt < kt_last) {  // the next tile streams in while this one is used
+        issue_tile<kT, kD>(p, seq, kv_head, k0 + kContextKeys, total, k_tile(st ^ 1), v_tile(st ^ 1));
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();
+    } else {
+      __syncthreads();  // the last tile's (or Q's) fragments are read
+      load_tile<kT, kD>(p, seq, kv_head, 0, k0, total, k_tile(0));
+      load_tile<kT, kD>(p, seq, kv_head, 1, k0, total, v_tile(0));
+      __syncthreads();
+    }
+    const uint16_t* const kq = k_tile(st);
+    const uint16_t* const vt = v_tile(st);
 
     float s[kNT][4];
 #pragma unroll
@@ -188,21 +250,27 @@ __global__ void __launch_bounds__(kThreads)
       for (int np = 0; np < kNT / 2; ++np) {
         uint32_t b[4];
         const int key = 16 * np + 8 * (lane / 16) + lane % 8, col = 16 * kk + 8 * ((lane / 8) % 2);
-        ldmatrix_x4(b, smem_addr(&sm.kq[key * kStride + col]));
+        ldmatrix_x4(b, smem_addr(&kq[key * kStride + col]));
         mma<kB>(s[2 * np], qf[kk], b[0], b[1]);
         mma<kB>(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
 
-    // Scores, masks, and the online softmax of the lane's two rows (x = e / 2).
+    // Scores, masks, and the online softmax of the lane's two rows (x = e / 2). A tile every row of the warp
+    // sees in full, with no mask or softcap, only scales (the rest: the inside of a causal prompt).
+    const bool whole = plain && k0 >= warp_lo && k0 + kContextKeys - 1 <= warp_hi;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kNT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        const RowInfo& r = rows[e / 2];
-        const int64_t j = k0 + 8 * n + 2 * (lane % 4) + e % 2;
-        const bool seen = live[e / 2] && j >= r.lo && j <= r.hi;
-        s[n][e] = seen ? score_of(p, r, h, j, s[n][e]) : -INFINITY;
+        if (whole) {
+          s[n][e] *= scale;
+        } else {
+          const RowInfo& r = rows[e / 2];
+          const int64_t j = k0 + 8 * n + 2 * (lane % 4) + e % 2;
+          const bool seen = live[e / 2] && j >= r.lo && j <= r.hi;
+          s[n][e] = seen ? score_of(p, r, h, j, s[n][e]) : -INFINITY;
+        }
         mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
       }
     float alpha[2];
@@ -212,7 +280,7 @@ __global__ void __launch_bounds__(kThreads)
       mx[x] = fmaxf(mx[x], __shfl_xor_sync(0xffffffffu, mx[x], 2));
       const float m_new = fmaxf(m[x], mx[x]);
       // A tile the row does not see: m_new == m, alpha == 1, p == 0: the state keeps its bits.
-      alpha[x] = m[x] == -INFINITY ? 1.0f : expf(m[x] - m_new);
+      alpha[x] = m[x] == m_new ? 1.0f : __expf(m[x] - m_new);
       m[x] = m_new;
     }
     float sum[2] = {0.0f, 0.0f};
@@ -220,7 +288,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kNT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = s[n][e] == -INFINITY ? 0.0f : expf(s[n][e] - m[e / 2]);
+        s[n][e] = s[n][e] == -INFINITY ? 0.0f : __expf(s[n][e] - m[e / 2]);
         sum[e / 2] += s[n][e];
       }
 #pragma unroll
@@ -243,11 +311,12 @@ __global__ void __launch_bounds__(kThreads)
       for (int dp = 0; dp < kDT / 2; ++dp) {
         uint32_t b[4];
         const int key = 16 * kk + 8 * ((lane / 8) % 2) + lane % 8, col = 16 * dp + 8 * (lane / 16);
-        ldmatrix_x4_trans(b, smem_addr(&sm.v[key * kStride + col]));
+        ldmatrix_x4_trans(b, smem_addr(&vt[key * kStride + col]));
         mma<kB>(o[2 * dp], pa, b[0], b[1]);
         mma<kB>(o[2 * dp + 1], pa, b[2], b[3]);
       }
     }
+    if constexpr (kAsyncCopy<kT>) __syncthreads();  // this stage is refilled by the next iteration's copy
   }
 
 #pragma unroll
@@ -265,12 +334,24 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+template <KvDType kT, int kD>
+void launch_dim(const AttentionParams& p, const BatchShape& shape, const ContextTile* tiles, int num_tiles,
+                cudaStream_t stream) {
+  const size_t bytes = ContextSmem<kD>::bytes(kAsyncCopy<kT> ? 2 : 1);
+  static const bool opted_in = [&] {  // above 48 KiB of shared memory needs the kernel's consent
+    INFLIGHT_CUDA_CHECK(cudaFuncSetAttribute(context_kernel<kT, kD>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+    return true;
+  }();
+  (void)opted_in;
+  const dim3 grid(unsigned(p.num_q_heads), unsigned(num_tiles));  // a tile's heads side by side: K/V from L2
+  context_kernel<kT, kD><<<grid, kThreads, bytes, stream>>>(p, shape.rope_cos_sin, tiles);
+}
+
 template <KvDType kT>
 void launch(const AttentionParams& p, const BatchShape& shape, const ContextTile* tiles, int num_tiles,
             cudaStream_t stream) {
-  const dim3 grid(unsigned(p.num_q_heads), unsigned(num_tiles));  // a tile's heads side by side: K/V from L2
-  if (p.head_dim == 64) context_kernel<kT, 64><<<grid, kThreads, 0, stream>>>(p, shape.rope_cos_sin, tiles);
-  else context_kernel<kT, 128><<<grid, kThreads, 0, stream>>>(p, shape.rope_cos_sin, tiles);
+  if (p.head_dim == 64) launch_dim<kT, 64>(p, shape, tiles, num_tiles, stream);
+  else launch_dim<kT, 128>(p, shape, tiles, num_tiles, stream);
 }
 
 }  // namespace
