@@ -244,15 +244,16 @@ __device__ __forceinline__ void reduce_scatter(float* a, int kl, int& first) {
 }
 
 // The vectorized routine for head dim kD (64 or 128) and groups of up to kG query heads. A key row is read by
-// kD / 8 lanes, 8 features (one 16-byte load of f16) each, so a warp reads 32 / (kD / 8) rows at a time;
-// each lane keeps its 8 query features of every head in registers. The keys
-// are read kUnroll rows per lane group at once (every load issued before the first multiply), and the
-// physical blocks of the span's keys are looked up once, for K and V both. Same state, same thread-to-
+// kD / kN lanes, kN features (one 16-byte load) each, so a warp reads 32 / (kD / kN) rows at a time; each
+// lane keeps its kN query features of every head in registers. The keys are read kUnroll rows per lane
+// group at once (every load issued before the first multiply), and the physical blocks of the span's keys are looked up once, for K and V both. Same state, same thread-to-
 // feature mapping of o, as the generic routine; every multiply-add is an explicit fmaf.
 template <KvDType kT, int kD, int kG>
 __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group, int64_t span,
                            SpanSmem<kD>& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
-  constexpr int kN = 8;
+  // Features per lane: 8 (16 bytes of f16); 16 for one-byte codes, so that their loads are 16 bytes too and a
+  // lane group covers twice the keys (not for groups of 8: their queries would need 128 registers).
+  constexpr int kN = kElemBytes<kT> == 1 && kG <= 4 ? 16 : 8;
   constexpr int kLanesPerKey = kD / kN;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
   constexpr int kKeyGroups = kWarps * kKeysPerWarp;
@@ -416,7 +417,8 @@ __global__ void append_kernel(AttentionParams p, int64_t num_tokens, const float
 // folding as it goes, and stores the row. Else slot y computes spans [y * spans_per_block, ...) of its row and
 // stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
 template <KvDType kT, int kD, int kG>
-__global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : 4)  // 128 registers; 255 for groups of 8
+// 128 registers; 168 for one-byte codes (16 features per lane), 255 for groups of 8.
+__global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : kElemBytes<kT> == 1 && kG == 4 ? 3 : 4)
     attend_kernel(AttentionParams p, const float* rope_cos_sin, const int32_t* rows, float* ws, int max_spans,
                   int spans_per_block) {
   __shared__ SpanSmem<kD> sm;
