@@ -9,6 +9,13 @@
 
 #include <sys/mman.h>
 
+#ifdef INFLIGHT_CUDA
+#include <cuda_runtime_api.h>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/copy_blocks.h"
+#endif
+
 namespace inflight::cache {
 
 namespace {
@@ -48,6 +55,31 @@ void* allocate_zeroed_huge(int64_t bytes) {
   std::fprintf(stderr, "%s:%d: %s (%d)\n", file, line, what, value);
   std::abort();
 }
+
+#ifdef INFLIGHT_CUDA
+void cuda_ok(cudaError_t e, const char* what, const char* file, int line) {
+  if (e == cudaSuccess) return;
+  std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
+  std::abort();
+}
+// Zeroed device memory of `bytes` (kv_config_error has checked that a GPU is there).
+void* allocate_zeroed_device(int64_t bytes) {
+  void* p = nullptr;
+  const size_t size = size_t(std::max<int64_t>(bytes, 1));
+  cuda_ok(cudaMalloc(&p, size), "cudaMalloc of the KV cache", __FILE__, __LINE__);
+  cuda_ok(cudaMemset(p, 0, size), "cudaMemset of the KV cache", __FILE__, __LINE__);
+  return p;
+}
+#endif
+
+// Zeroed memory of `bytes` where the config places the cache.
+void* allocate_zeroed(const KvCacheConfig& c, int64_t bytes) {
+#ifdef INFLIGHT_CUDA
+  if (c.device == KvDevice::Cuda) return allocate_zeroed_device(bytes);
+#endif
+  (void)c;
+  return allocate_zeroed_huge(bytes);
+}
 }  // namespace
 
 KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.num_blocks) {
@@ -57,9 +89,15 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.nu
     fail(__FILE__, __LINE__, "int8 KV quant_group must be >= 8 and divide head_dim", quant_group_);
   layer_bytes_ = layer_elems_per_block(config) * kernels::kv_elem_bytes(config.dtype) * config.num_blocks;
   const int64_t total = layer_bytes_ * config.num_layers;
-  data_.reset(static_cast<uint8_t*>(allocate_zeroed_huge(total)));
+#ifndef INFLIGHT_CUDA
+  if (config.device == KvDevice::Cuda) fail(__FILE__, __LINE__, "a GPU KV cache in a build without CUDA", 0);
+#endif
+  const FreeDeleter deleter(config.device == KvDevice::Cuda);
+  data_ = {static_cast<uint8_t*>(allocate_zeroed(config, total)), deleter};
   layer_scales_ = layer_scales_per_block(config) * config.num_blocks;
-  if (layer_scales_ > 0) scales_.reset(static_cast<float*>(allocate_zeroed_huge(layer_scales_ * config.num_layers * 4)));
+  if (layer_scales_ > 0)
+    scales_ = {static_cast<float*>(allocate_zeroed(config, layer_scales_ * config.num_layers * 4)), deleter};
+  pending_dev_ = {nullptr, deleter};
   const float preset =
       kernels::kv_has_static_scale(config.dtype) && config.static_amax > 0.0f
           ? kernels::kv_static_scale_for_amax(config.dtype, config.static_amax)
@@ -67,11 +105,24 @@ KvCache::KvCache(const KvCacheConfig& config) : config_(config), pool_(config.nu
   static_scales_.assign(size_t(config.num_layers) * 2, preset);
 }
 
-void KvCache::FreeDeleter::operator()(void* p) const { std::free(p); }
+void KvCache::FreeDeleter::operator()(void* p) const {
+#ifdef INFLIGHT_CUDA
+  if (device) {
+    cudaFree(p);
+    return;
+  }
+#endif
+  std::free(p);
+}
 
 int64_t KvCache::bytes_per_block() const { return block_bytes_one_layer(config_) * config_.num_layers; }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
+  if (on_device()) {
+    pending_.push_back(src);
+    pending_.push_back(dst);
+    return;
+  }
   const int64_t block_bytes = layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype);
   const int64_t block_scales = layer_scales_per_block(config_);
   for (int l = 0; l < config_.num_layers; ++l) {
@@ -82,6 +133,31 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
       std::memcpy(s + block_scales * dst, s + block_scales * src, size_t(block_scales) * 4);
     }
   }
+}
+
+void KvCache::flush_copies(void* stream) {
+  if (pending_.empty()) return;
+#ifdef INFLIGHT_CUDA
+  const cudaStream_t s = static_cast<cudaStream_t>(stream);
+  if (int64_t(pending_.size()) > pending_dev_capacity_) {
+    int32_t* p = nullptr;
+    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), pending_.size() * sizeof(int32_t)), "cudaMalloc of the block copy list", __FILE__, __LINE__);
+    pending_dev_.reset(p);  // cudaFree synchronizes: no copy still reads the old list
+    pending_dev_capacity_ = int64_t(pending_.size());
+  }
+  // From pageable memory: the call returns once the list is staged, so pending_ may change at once.
+  cuda_ok(cudaMemcpyAsync(pending_dev_.get(), pending_.data(), pending_.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s),
+          "upload of the block copy list", __FILE__, __LINE__);
+  const int n = pending_copies();
+  const int64_t block_bytes = layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype);
+  kernels::cuda::copy_blocks(data_.get(), layer_bytes_, block_bytes, config_.num_layers, pending_dev_.get(), n, s);
+  if (layer_scales_ > 0)
+    kernels::cuda::copy_blocks(scales_.get(), layer_scales_ * 4, layer_scales_per_block(config_) * 4, config_.num_layers,
+                               pending_dev_.get(), n, s);
+#else
+  (void)stream;
+#endif
+  pending_.clear();
 }
 
 bool KvCache::make_writable(BlockTable& table, int64_t from, int64_t to) {
@@ -123,6 +199,14 @@ kernels::PagedKvView KvCache::layer_view(int layer) const {
 }
 
 std::string kv_config_error(const KvCacheConfig& c) {
+  if (c.device == KvDevice::Cuda) {
+#ifdef INFLIGHT_CUDA
+    std::string why;
+    if (!kernels::cuda::device_available(&why)) return "a GPU KV cache needs a CUDA device: " + why;
+#else
+    return "a GPU KV cache needs a build with CUDA (INFLIGHT_CUDA), and this one has none";
+#endif
+  }
   if (c.quant_group < 0) return "kv quant group must be >= 0 (0: head_dim), got " + std::to_string(c.quant_group);
   const int g = effective_quant_group(c);
   if (g > 0 && (g < 8 || c.head_dim % g != 0))

@@ -14,6 +14,12 @@ namespace inflight::cache {
 // stores, leaving room for later tokens (a 1-token first prompt sees little of the range).
 inline constexpr float kStaticScaleMargin = 2.0f;
 
+// Where the blocks live. The pool, tables, prefix cache and reference counts stay on the host either way.
+enum class KvDevice : uint8_t {
+  Cpu,
+  Cuda,  // GPU memory (a build with INFLIGHT_CUDA): layer_view() gives device pointers
+};
+
 struct KvCacheConfig {
   int num_layers = 0;
   int num_kv_heads = 0;
@@ -27,6 +33,7 @@ struct KvCacheConfig {
   // (kv_static_scale_for_amax); 0: calibrated per layer and for K and V separately from the first step
   // that appends to the layer (Model::forward), times kStaticScaleMargin.
   float static_amax = 0.0f;
+  KvDevice device = KvDevice::Cpu;
 };
 
 class KvCache {
@@ -42,8 +49,15 @@ class KvCache {
   int64_t bytes_per_block() const;
   int64_t total_bytes() const { return bytes_per_block() * config_.num_blocks; }
 
-  // Copies block `src` into block `dst` in every layer (copy-on-write of a shared block).
+  bool on_device() const { return config_.device == KvDevice::Cuda; }
+
+  // Copies block `src` into block `dst` in every layer (copy-on-write of a shared block). On the CPU at once;
+  // on the GPU the copy is queued, and flush_copies runs the queue.
   void copy_block(int32_t src, int32_t dst);
+  // GPU: runs the copies queued since the last flush as one batched device copy on `stream` (a cudaStream_t;
+  // nullptr: the default stream), before the step's kernels read the blocks. CPU: nothing to do.
+  void flush_copies(void* stream);
+  int pending_copies() const { return int(pending_.size() / 2); }
 
   // Makes positions [from, to) of `table` writable: a shared block among them (ref count > 1) is
   // replaced by a private copy. The table must already cover `to` tokens. False when the pool is short.
@@ -63,6 +77,9 @@ class KvCache {
   BlockPool pool_;
   int64_t layer_bytes_ = 0;  // [num_blocks, 2, Nkv, block_size, H] elements of dtype
   struct FreeDeleter {
+    FreeDeleter() : device(false) {}
+    explicit FreeDeleter(bool on_device) : device(on_device) {}
+    bool device;  // cudaFree, else free
     void operator()(void* p) const;
   };
   // NOTE: 2 MiB aligned and advised as transparent huge pages: a head's rows of one block are one 4 KiB
@@ -72,10 +89,14 @@ class KvCache {
   int64_t layer_scales_ = 0;            // Int8: [num_blocks, 2, Nkv, block_size, H / quant_group] floats
   std::unique_ptr<float[], FreeDeleter> scales_;  // [num_layers] x layer_scales_
   std::vector<float> static_scales_;    // [num_layers, 2] Int8Static / Fp8*: K, V quant_orig scales, 0 = unset
+  std::vector<int32_t> pending_;        // GPU: queued copies, (src, dst) pairs
+  std::unique_ptr<int32_t[], FreeDeleter> pending_dev_;  // GPU: the pairs' device copy
+  int64_t pending_dev_capacity_ = 0;    // ints
 };
 
-// Why `config` cannot make a cache (quant_group / static_amax out of range), or "" when it can. Block
-// size and counts are checked by their owners.
+// Why `config` cannot make a cache (quant_group / static_amax out of range; a GPU cache in a build without
+// CUDA or on a machine without a usable GPU), or "" when it can. Block size and counts are checked by their
+// owners.
 std::string kv_config_error(const KvCacheConfig& config);
 
 // Number of blocks of `config` (num_blocks ignored) that fit in `bytes`.
