@@ -415,7 +415,8 @@ __global__ void append_kernel(AttentionParams p, int64_t num_tokens, const float
 
 // Grid (rows, span slots, KV heads). spans_per_block < 0: one slot; the block walks every span of its row,
 // folding as it goes, and stores the row. Else slot y computes spans [y * spans_per_block, ...) of its row and
-// stores each span's state: ws[((t * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d.
+// stores each span's state: ws[((x * Nq + h) * max_spans + span) * (D + 2)] = o[D], m, d, x = blockIdx.x (the
+// row's place in the list). rows: the packed rows to compute (rows[x]), or null for every row (x itself).
 template <KvDType kT, int kD, int kG>
 // 128 registers; 168 for one-byte codes (16 features per lane), 255 for groups of 8.
 __global__ void __launch_bounds__(kThreads, kG == 8 ? 2 : kElemBytes<kT> == 1 && kG == 4 ? 3 : 4)

@@ -2,14 +2,15 @@
 // every pointer in it (queries, K/V, the paged cache, tables, q_start, past_len, positions, masks,
 // cache_indir) a device pointer, plus what only the host knows of the batch (BatchShape).
 //
-// One routine computes every row: the 512-key span state. A block takes one query row and one KV head,
-// serves all G query heads of the group, reads each K/V row of a span once (dequantizing int8 / fp8 in
-// registers), and gives one online-softmax state {o, m, d} per head for the span. Spans are aligned at
-// absolute key positions and always folded left to right, so a row's output has the same bits
-//   - alone or in any batch, decode row or prompt row, chunked prefill or not;
-//   - with one block walking all of its spans, or one block per span (multi-block / split-K) and a merge.
-// The kernels compile with --fmad=false: no multiply is fused with an add unless written so, in either
-// plan (GCC's FMA contraction once broke the same promise on the CPU).
+// Two kernels share a step (attend() splits it; see BatchShape::host_q_start):
+//   - decode rows, the span routine: a block takes one query row and one KV head, serves all G query heads
+//     of the group, reads each K/V row of a 512-key span once (dequantizing int8 / fp8 in registers), and
+//     gives one online-softmax state {o, m, d} per head for the span. Spans are aligned at absolute key
+//     positions and always folded left to right, so a row's output has the same bits alone or in any batch,
+//     and with one block walking all of its spans or one block per span (multi-block / split-K) and a merge;
+//   - prompt rows (sequences with two or more rows), the tensor-core kernel of context.h.
+// The kernels compile with --fmad=false: no multiply is fused with an add unless written so (an explicit
+// fmaf), in either plan (GCC's FMA contraction once broke the same promise on the CPU).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -41,8 +42,8 @@ struct BatchShape {
 
 // How rows are split over blocks.
 struct DecodePlan {
-  // Spans one block computes. 0 (auto): all of a row's spans in one block when rows x KV heads fill the
-  // GPU, else one span per block and a merge. Results are bit-identical for every value.
+  // Spans one block computes; -1: all of a row's spans. 0 (auto): one block per row of 512 keys or fewer,
+  // else one span per block and a merge. Results are bit-identical for every value.
   int spans_per_block = 0;
 };
 
