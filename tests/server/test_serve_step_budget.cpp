@@ -162,8 +162,14 @@ TEST_SUITE("serve step budget") {
     const PrefillSteps p = long_prompt_beside_a_stream({"--max-step-ms", "50"}, {"INFLIGHT_DEBUG_STEP_DELAY_MS=5"});
     const json& b = p.status["step_budget"];
     CHECK(b["max_step_ms"] == 50.0);
-    CHECK(double(b["fixed_ms"]) + double(b["decode_seq_ms"]) > 0.0);
-    for (const char* k : {"fixed_ms", "prefill_token_ms", "decode_seq_ms", "attention_kpair_ms"}) CHECK(double(b[k]) >= 0.0);
+    // Learned: the model starts at zero, and the fit gives some term the steps' time. Which term it is depends
+    // on the steps it saw (under a sanitizer, few and prompt-heavy ones can put all of it on the prompt terms).
+    double sum = 0.0;
+    for (const char* k : {"fixed_ms", "prefill_token_ms", "decode_seq_ms", "attention_kpair_ms"}) {
+      CHECK(double(b[k]) >= 0.0);
+      sum += double(b[k]);
+    }
+    CHECK(sum > 0.0);
     CHECK(p.steps.size() >= 1);
     CHECK(p.status["steps"].back()["predicted_ms"] > 0.0);
   }
