@@ -89,15 +89,9 @@ TEST_SUITE("kv_cache_cuda") {
   TEST_CASE("a GPU KV cache holds the CPU cache's bytes through append, copy-on-write and batched copies") {
     for (KvDType dtype : {KvDType::F16, KvDType::Int8, KvDType::Fp8E4M3}) {
       CAPTURE(kernels::kv_dtype_name(dtype));
-      cache::KvCacheConfig cfg;
-      cfg.num_layers = 2;
-      cfg.num_kv_heads = 2;
-      cfg.head_dim = 64;
-      cfg.block_size = 16;
-      cfg.num_blocks = 8;
-      cfg.dtype = dtype;
-      cfg.quant_group = dtype == KvDType::Int8 ? 32 : 0;
-      cfg.static_amax = dtype == KvDType::Fp8E4M3 ? 4.0f : 0.0f;
+      cache::KvCacheConfig cfg{.num_layers = 2, .num_kv_heads = 2, .head_dim = 64, .block_size = 16, .num_blocks = 8,
+                               .dtype = dtype, .quant_group = dtype == KvDType::Int8 ? 32 : 0,
+                               .static_amax = dtype == KvDType::Fp8E4M3 ? 4.0f : 0.0f};
       cache::KvCache cpu(cfg);
       cfg.device = cache::KvDevice::Cuda;
       CHECK(cache::kv_config_error(cfg).empty());
@@ -167,15 +161,9 @@ TEST_SUITE("kv_cache_cuda") {
   }
 
   TEST_CASE("batched block copies of several pairs in every layer, in one flush") {
-    cache::KvCacheConfig cfg;
-    cfg.num_layers = 3;
-    cfg.num_kv_heads = 1;
-    cfg.head_dim = 8;
-    cfg.block_size = 1;
-    cfg.num_blocks = 6;
-    cfg.dtype = KvDType::Int8;  // 16-byte data blocks, 8-byte scale blocks: both copy units
-    cfg.quant_group = 8;
-    cfg.device = cache::KvDevice::Cuda;
+    // Int8 with one group of 8: 16-byte data blocks and 8-byte scale blocks, both copy units.
+    cache::KvCacheConfig cfg{.num_layers = 3, .num_kv_heads = 1, .head_dim = 8, .block_size = 1, .num_blocks = 6,
+                             .dtype = KvDType::Int8, .quant_group = 8, .device = cache::KvDevice::Cuda};
     cache::KvCache gpu(cfg);
     cfg.device = cache::KvDevice::Cpu;
     cache::KvCache cpu(cfg);
