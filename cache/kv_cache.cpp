@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/copy_blocks.h"
+#include "kernels/cuda/cuda_check.h"
 #endif
 
 namespace inflight::cache {
@@ -57,17 +58,12 @@ void* allocate_zeroed_huge(int64_t bytes) {
 }
 
 #ifdef INFLIGHT_CUDA
-void cuda_ok(cudaError_t e, const char* what, const char* file, int line) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-  std::abort();
-}
 // Zeroed device memory of `bytes` (kv_config_error has checked that a GPU is there).
 void* allocate_zeroed_device(int64_t bytes) {
   void* p = nullptr;
   const size_t size = size_t(std::max<int64_t>(bytes, 1));
-  cuda_ok(cudaMalloc(&p, size), "cudaMalloc of the KV cache", __FILE__, __LINE__);
-  cuda_ok(cudaMemset(p, 0, size), "cudaMemset of the KV cache", __FILE__, __LINE__);
+  INFLIGHT_CUDA_CHECK(cudaMalloc(&p, size));
+  INFLIGHT_CUDA_CHECK(cudaMemset(p, 0, size));
   return p;
 }
 #endif
@@ -141,13 +137,13 @@ void KvCache::flush_copies(void* stream) {
   const cudaStream_t s = static_cast<cudaStream_t>(stream);
   if (int64_t(pending_.size()) > pending_dev_capacity_) {
     int32_t* p = nullptr;
-    cuda_ok(cudaMalloc(reinterpret_cast<void**>(&p), pending_.size() * sizeof(int32_t)), "cudaMalloc of the block copy list", __FILE__, __LINE__);
+    INFLIGHT_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&p), pending_.size() * sizeof(int32_t)));
     pending_dev_.reset(p);  // cudaFree synchronizes: no copy still reads the old list
     pending_dev_capacity_ = int64_t(pending_.size());
   }
   // From pageable memory: the call returns once the list is staged, so pending_ may change at once.
-  cuda_ok(cudaMemcpyAsync(pending_dev_.get(), pending_.data(), pending_.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s),
-          "upload of the block copy list", __FILE__, __LINE__);
+  INFLIGHT_CUDA_CHECK(
+      cudaMemcpyAsync(pending_dev_.get(), pending_.data(), pending_.size() * sizeof(int32_t), cudaMemcpyHostToDevice, s));
   const int n = pending_copies();
   const int64_t block_bytes = layer_elems_per_block(config_) * kernels::kv_elem_bytes(config_.dtype);
   kernels::cuda::copy_blocks(data_.get(), layer_bytes_, block_bytes, config_.num_layers, pending_dev_.get(), n, s);

@@ -246,8 +246,9 @@ __device__ __forceinline__ void reduce_scatter(float* a, int kl, int& first) {
 // The vectorized routine for head dim kD (64 or 128) and groups of up to kG query heads. A key row is read by
 // kD / kN lanes, kN features (one 16-byte load) each, so a warp reads 32 / (kD / kN) rows at a time; each
 // lane keeps its kN query features of every head in registers. The keys are read kUnroll rows per lane
-// group at once (every load issued before the first multiply), and the physical blocks of the span's keys are looked up once, for K and V both. Same state, same thread-to-
-// feature mapping of o, as the generic routine; every multiply-add is an explicit fmaf.
+// group at once (every load issued before the first multiply), and the physical blocks of the span's keys
+// are looked up once, for K and V both. Same state, same thread-to-feature mapping of o, as the generic
+// routine; every multiply-add is an explicit fmaf.
 template <KvDType kT, int kD, int kG>
 __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group, int64_t span,
                            SpanSmem<kD>& sm, float* m_out, float* d_out, float (*o_out)[kDimsPerThread]) {
@@ -271,6 +272,17 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     sm.blk[jj] = j >= j_first && j <= j_last ? kv.block_of(p.kv_seq(r.seq, j), j) : -1;
   }
   const int first_blk = kv.block_of(p.kv_seq(r.seq, j_first), j_first);  // the span has a key the row sees
+  // The K (which = 0) or V rows of keys base + u * kKeyGroups + kg, every load issued before any is used; a key
+  // the row does not see reads the first one's row (widen zeroes it).
+  auto fetch_rows = [&](int which, int base, Raw<kT, kN>(&raw)[kUnroll]) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int jj = base + u * kKeyGroups + kg;
+      const int blk = sm.blk[jj] >= 0 ? sm.blk[jj] : first_blk;
+      const int slot = int((sm.blk[jj] >= 0 ? k0 + jj : j_first) & (kv.block_size - 1));
+      fetch<kT, kN>(kv.row(blk, which, kv_head, slot), kl * kN, kv.row_scales(blk, which, kv_head, slot), raw[u]);
+    }
+  };
   float q[kG][kN];
 #pragma unroll
   for (int g = 0; g < kG; ++g)
@@ -280,13 +292,7 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
 
   for (int base = 0; base < kSpanKeys; base += kStep) {
     Raw<kT, kN> raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {  // every load first; a key the row does not see reads the first one's row
-      const int jj = base + u * kKeyGroups + kg;
-      const int blk = sm.blk[jj] >= 0 ? sm.blk[jj] : first_blk;
-      const int slot = int((sm.blk[jj] >= 0 ? k0 + jj : j_first) & (kv.block_size - 1));
-      fetch<kT, kN>(kv.row(blk, 0, kv_head, slot), kl * kN, kv.row_scales(blk, 0, kv_head, slot), raw[u]);
-    }
+    fetch_rows(0, base, raw);
     // This lane's partial dot products, a[u * kG + g], widened one row at a time (registers).
     float a[kUnroll * kG];
 #pragma unroll
@@ -329,13 +335,7 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     for (int e = 0; e < kN; ++e) o[g][e] = 0.0f;
   for (int base = 0; base < kSpanKeys; base += kStep) {
     Raw<kT, kN> raw[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {  // every load first; a key the row does not see reads the first one's row
-      const int jj = base + u * kKeyGroups + kg;
-      const int blk = sm.blk[jj] >= 0 ? sm.blk[jj] : first_blk;
-      const int slot = int((sm.blk[jj] >= 0 ? k0 + jj : j_first) & (kv.block_size - 1));
-      fetch<kT, kN>(kv.row(blk, 1, kv_head, slot), kl * kN, kv.row_scales(blk, 1, kv_head, slot), raw[u]);
-    }
+    fetch_rows(1, base, raw);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int jj = base + u * kKeyGroups + kg;
@@ -493,19 +493,6 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---- launchers ----
 
-template <template <KvDType> class Launch, class... Args>
-void dispatch(KvDType t, Args&&... args) {
-  switch (t) {
-    case KvDType::F32: Launch<KvDType::F32>::run(args...); return;
-    case KvDType::F16: Launch<KvDType::F16>::run(args...); return;
-    case KvDType::BF16: Launch<KvDType::BF16>::run(args...); return;
-    case KvDType::Int8: Launch<KvDType::Int8>::run(args...); return;
-    case KvDType::Int8Static: Launch<KvDType::Int8Static>::run(args...); return;
-    case KvDType::Fp8E4M3: Launch<KvDType::Fp8E4M3>::run(args...); return;
-    case KvDType::Fp8E5M2: Launch<KvDType::Fp8E5M2>::run(args...); return;
-  }
-}
-
 template <KvDType kT>
 struct LaunchAppend {
   static void run(const AttentionParams& p, const BatchShape& shape, cudaStream_t stream) {
@@ -514,12 +501,6 @@ struct LaunchAppend {
                                                                                         shape.rope_cos_sin);
   }
 };
-
-// The vectorized routine where the head dim is 64 or 128 and every row is 16-byte aligned; else the generic one.
-int vector_head_dim(const AttentionParams& p) {
-  if (p.head_dim != 64 && p.head_dim != 128) return 0;
-  return reinterpret_cast<uintptr_t>(p.kv.data) % 16 == 0 ? p.head_dim : 0;
-}
 
 // The span routine over num_rows rows: rows[i] (device), or rows 0 .. num_rows - 1 where rows is null.
 struct RowList {
@@ -565,6 +546,18 @@ struct LaunchAttend {
   }
 };
 
+// data with room for at least n elements: a new allocation when it has less (what it held is gone).
+template <class T>
+T* grow(T*& data, int64_t& capacity, int64_t n) {
+  if (n > capacity) {
+    if (data != nullptr) INFLIGHT_CUDA_CHECK(cudaFree(data));  // synchronizes: no kernel still reads it
+    data = nullptr;
+    INFLIGHT_CUDA_CHECK(cudaMalloc(&data, size_t(n) * sizeof(T)));
+    capacity = n;
+  }
+  return data;
+}
+
 }  // namespace
 
 Workspace::~Workspace() {
@@ -573,25 +566,12 @@ Workspace::~Workspace() {
 }
 
 int32_t* Workspace::upload(const std::vector<int32_t>& host, cudaStream_t stream) {
-  if (int64_t(host.size()) > ints_capacity_) {
-    if (ints_ != nullptr) INFLIGHT_CUDA_CHECK(cudaFree(ints_));  // synchronizes: no kernel still reads it
-    ints_ = nullptr;
-    INFLIGHT_CUDA_CHECK(cudaMalloc(&ints_, host.size() * sizeof(int32_t)));
-    ints_capacity_ = int64_t(host.size());
-  }
+  grow(ints_, ints_capacity_, int64_t(host.size()));
   INFLIGHT_CUDA_CHECK(cudaMemcpyAsync(ints_, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
   return ints_;
 }
 
-float* Workspace::get(int64_t num_floats) {
-  if (num_floats > capacity_) {
-    if (data_ != nullptr) INFLIGHT_CUDA_CHECK(cudaFree(data_));  // synchronizes: no kernel still reads it
-    data_ = nullptr;
-    INFLIGHT_CUDA_CHECK(cudaMalloc(&data_, size_t(num_floats) * sizeof(float)));
-    capacity_ = num_floats;
-  }
-  return data_;
-}
+float* Workspace::get(int64_t num_floats) { return grow(data_, capacity_, num_floats); }
 
 bool device_available(std::string* why) {
   int count = 0;

@@ -88,6 +88,16 @@ __device__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
 }
 
+// Where key k0 + jj of a tile is stored: its block and slot (keys past the sequence's end: the last key's,
+// read and then zeroed).
+struct KeyAt {
+  int blk, slot;
+};
+__device__ KeyAt key_at(const AttentionParams& p, int seq, int64_t k0, int jj, int64_t total) {
+  const int64_t j = min(k0 + jj, total - 1);
+  return {p.kv.block_of(p.kv_seq(seq, j), j), int(j & (p.kv.block_size - 1))};
+}
+
 // Starts copying keys [k0, k0 + 64) of K and V into kdst / vdst (keys past the sequence's end: zeros).
 template <KvDType kT, int kD>
 __device__ void issue_tile(const AttentionParams& p, int seq, int kv_head, int64_t k0, int64_t total, uint16_t* kdst,
@@ -98,26 +108,12 @@ __device__ void issue_tile(const AttentionParams& p, int seq, int kv_head, int64
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
     const int c = threadIdx.x + kThreads * u, jj = c / kChunks, chunk = c % kChunks;
-    const int64_t j = min(k0 + jj, total - 1);
-    const int blk = kv.block_of(p.kv_seq(seq, j), j);
-    const int slot = int(j & (kv.block_size - 1));
-    const int at = jj * ContextSmem<kD>::kStride + chunk * 8;
-    cp_async16(kdst + at, static_cast<const uint16_t*>(kv.row(blk, 0, kv_head, slot)) + chunk * 8, k0 + jj < total);
-    cp_async16(vdst + at, static_cast<const uint16_t*>(kv.row(blk, 1, kv_head, slot)) + chunk * 8, k0 + jj < total);
+    const KeyAt at = key_at(p, seq, k0, jj, total);
+    const int to = jj * ContextSmem<kD>::kStride + chunk * 8;
+    cp_async16(kdst + to, static_cast<const uint16_t*>(kv.row(at.blk, 0, kv_head, at.slot)) + chunk * 8, k0 + jj < total);
+    cp_async16(vdst + to, static_cast<const uint16_t*>(kv.row(at.blk, 1, kv_head, at.slot)) + chunk * 8, k0 + jj < total);
   }
   asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-// Where a row of the tile sits, as the span routine's RowInfo, plus whether it exists.
-__device__ RowInfo tile_row(const AttentionParams& p, int seq, int i) {
-  RowInfo r;
-  r.seq = seq;
-  r.i = i;
-  const int64_t past = p.past_len[seq], total = past + (p.q_start[seq + 1] - p.q_start[seq]);
-  const int64_t pos = past + i;
-  r.lo = p.pre_tokens < 0 ? 0 : max(int64_t(0), pos - p.pre_tokens);
-  r.hi = p.next_tokens < 0 ? total - 1 : min(total - 1, pos + int64_t(p.next_tokens));
-  return r;
 }
 
 // Keys [k0, k0 + 64) of `which` (0: K, 1: V) into dst as the operand type; keys past the sequence's end are 0.
@@ -132,10 +128,8 @@ __device__ void load_tile(const AttentionParams& p, int seq, int kv_head, int wh
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {  // every load first
     const int c = threadIdx.x + kThreads * u, jj = c / kChunks, chunk = c % kChunks;
-    const int64_t j = min(k0 + jj, total - 1);
-    const int blk = kv.block_of(p.kv_seq(seq, j), j);
-    const int slot = int(j & (kv.block_size - 1));
-    fetch<kT, 8>(kv.row(blk, which, kv_head, slot), chunk * 8, kv.row_scales(blk, which, kv_head, slot), raw[u]);
+    const KeyAt at = key_at(p, seq, k0, jj, total);
+    fetch<kT, 8>(kv.row(at.blk, which, kv_head, at.slot), chunk * 8, kv.row_scales(at.blk, which, kv_head, at.slot), raw[u]);
   }
 #pragma unroll
   for (int u = 0; u < kPerThread; ++u) {
@@ -196,8 +190,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // This lane's two rows: lane / 4 and lane / 4 + 8 of the warp's 16.
-  const RowInfo rows[2] = {tile_row(p, seq, row0 + 16 * warp + lane / 4),
-                           tile_row(p, seq, row0 + 16 * warp + lane / 4 + 8)};
+  const RowInfo rows[2] = {row_at(p, seq, row0 + 16 * warp + lane / 4),
+                           row_at(p, seq, row0 + 16 * warp + lane / 4 + 8)};
   const bool live[2] = {rows[0].i < q_len, rows[1].i < q_len};
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[kDT][4];
@@ -210,10 +204,10 @@ __global__ void __launch_bounds__(kThreads)
   const bool plain = p.mask.kind == MaskKind::None && p.softcap <= 0.0f;
   const float scale = p.effective_scale();
   const int warp_last = row0 + 16 * warp + 15;
-  const int64_t warp_lo = warp_last < q_len ? tile_row(p, seq, warp_last).lo : INT64_MAX;
-  const int64_t warp_hi = warp_last < q_len ? tile_row(p, seq, row0 + 16 * warp).hi : INT64_MIN;
+  const int64_t warp_lo = warp_last < q_len ? row_at(p, seq, warp_last).lo : INT64_MAX;
+  const int64_t warp_hi = warp_last < q_len ? row_at(p, seq, row0 + 16 * warp).hi : INT64_MIN;
   // The keys some row of the tile sees: from the first row's lo to the last row's hi (both grow with the row).
-  const int64_t lo = tile_row(p, seq, row0).lo, hi = tile_row(p, seq, min(row0 + kContextRows, q_len) - 1).hi;
+  const int64_t lo = row_at(p, seq, row0).lo, hi = row_at(p, seq, min(row0 + kContextRows, q_len) - 1).hi;
   const int64_t kt_first = lo / kContextKeys, kt_last = hi >= lo ? hi / kContextKeys : kt_first - 1;
   if (kAsyncCopy<kT> && kt_first <= kt_last) {
     __syncthreads();  // Q's fragments are read
@@ -348,31 +342,22 @@ void launch_dim(const AttentionParams& p, const BatchShape& shape, const Context
 }
 
 template <KvDType kT>
-void launch(const AttentionParams& p, const BatchShape& shape, const ContextTile* tiles, int num_tiles,
-            cudaStream_t stream) {
-  if (p.head_dim == 64) launch_dim<kT, 64>(p, shape, tiles, num_tiles, stream);
-  else launch_dim<kT, 128>(p, shape, tiles, num_tiles, stream);
-}
+struct LaunchContext {
+  static void run(const AttentionParams& p, const BatchShape& shape, const ContextTile* tiles, int num_tiles,
+                  cudaStream_t stream) {
+    if (p.head_dim == 64) launch_dim<kT, 64>(p, shape, tiles, num_tiles, stream);
+    else launch_dim<kT, 128>(p, shape, tiles, num_tiles, stream);
+  }
+};
 
 }  // namespace
 
-bool context_supported(const AttentionParams& p) {
-  return (p.head_dim == 64 || p.head_dim == 128) && p.head_dim_v == p.head_dim &&
-         reinterpret_cast<uintptr_t>(p.kv.data) % 16 == 0;
-}
+bool context_supported(const AttentionParams& p) { return vector_head_dim(p) != 0 && p.head_dim_v == p.head_dim; }
 
 void attend_context(const AttentionParams& p, const BatchShape& shape, const ContextTile* tiles, int num_tiles,
                     cudaStream_t stream) {
   if (num_tiles == 0) return;
-  switch (p.kv.dtype) {
-    case KvDType::F32: launch<KvDType::F32>(p, shape, tiles, num_tiles, stream); break;
-    case KvDType::F16: launch<KvDType::F16>(p, shape, tiles, num_tiles, stream); break;
-    case KvDType::BF16: launch<KvDType::BF16>(p, shape, tiles, num_tiles, stream); break;
-    case KvDType::Int8: launch<KvDType::Int8>(p, shape, tiles, num_tiles, stream); break;
-    case KvDType::Int8Static: launch<KvDType::Int8Static>(p, shape, tiles, num_tiles, stream); break;
-    case KvDType::Fp8E4M3: launch<KvDType::Fp8E4M3>(p, shape, tiles, num_tiles, stream); break;
-    case KvDType::Fp8E5M2: launch<KvDType::Fp8E5M2>(p, shape, tiles, num_tiles, stream); break;
-  }
+  dispatch<LaunchContext>(p.kv.dtype, p, shape, tiles, num_tiles, stream);
   INFLIGHT_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -4,19 +4,10 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
-#include <cstdio>
-#include <cstdlib>
-
 #include "kernels/attention_params.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace inflight::kernels::cuda::detail {
-
-inline void check_cuda(cudaError_t e, const char* what, const char* file, int line) {
-  if (e == cudaSuccess) return;
-  std::fprintf(stderr, "%s:%d: %s: %s\n", file, line, what, cudaGetErrorString(e));
-  std::abort();
-}
-#define INFLIGHT_CUDA_CHECK(x) ::inflight::kernels::cuda::detail::check_cuda((x), #x, __FILE__, __LINE__)
 
 __device__ inline float warp_sum(float x) {
   for (int off = 16; off > 0; off /= 2) x += __shfl_xor_sync(0xffffffffu, x, off);
@@ -44,15 +35,21 @@ struct RowInfo {
   int seq;
   int64_t i, lo, hi;
 };
-__device__ inline RowInfo row_info(const AttentionParams& p, int t) {
+// Row i of sequence seq.
+__device__ inline RowInfo row_at(const AttentionParams& p, int seq, int64_t i) {
   RowInfo r;
-  r.seq = seq_of_row(p, t);
-  r.i = t - p.q_start[r.seq];
-  const int64_t total = int64_t(p.past_len[r.seq]) + (p.q_start[r.seq + 1] - p.q_start[r.seq]);
-  const int64_t pos = p.past_len[r.seq] + r.i;
+  r.seq = seq;
+  r.i = i;
+  const int64_t total = int64_t(p.past_len[seq]) + (p.q_start[seq + 1] - p.q_start[seq]);
+  const int64_t pos = p.past_len[seq] + i;
   r.lo = p.pre_tokens < 0 ? 0 : max(int64_t(0), pos - p.pre_tokens);
   r.hi = p.next_tokens < 0 ? total - 1 : min(total - 1, pos + int64_t(p.next_tokens));
   return r;
+}
+// Packed row t.
+__device__ inline RowInfo row_info(const AttentionParams& p, int t) {
+  const int seq = seq_of_row(p, t);
+  return row_at(p, seq, t - p.q_start[seq]);
 }
 
 // The score of key j for head h0 + g from its dot product: scale, softcap, then the mask (reference order).
@@ -119,6 +116,26 @@ __device__ void widen(const Raw<kT, kN>& r, bool valid, float* x) {
     }
     x[e] = valid ? v : 0.0f;
   }
+}
+
+// Runs Launch<dtype>::run(args...) for the cache's dtype: one instantiation per KV dtype.
+template <template <KvDType> class Launch, class... Args>
+void dispatch(KvDType t, Args&&... args) {
+  switch (t) {
+    case KvDType::F32: Launch<KvDType::F32>::run(args...); return;
+    case KvDType::F16: Launch<KvDType::F16>::run(args...); return;
+    case KvDType::BF16: Launch<KvDType::BF16>::run(args...); return;
+    case KvDType::Int8: Launch<KvDType::Int8>::run(args...); return;
+    case KvDType::Int8Static: Launch<KvDType::Int8Static>::run(args...); return;
+    case KvDType::Fp8E4M3: Launch<KvDType::Fp8E4M3>::run(args...); return;
+    case KvDType::Fp8E5M2: Launch<KvDType::Fp8E5M2>::run(args...); return;
+  }
+}
+
+// The head dim of the vectorized kernels (64 or 128, every row 16-byte aligned), else 0.
+inline int vector_head_dim(const AttentionParams& p) {
+  if (p.head_dim != 64 && p.head_dim != 128) return 0;
+  return reinterpret_cast<uintptr_t>(p.kv.data) % 16 == 0 ? p.head_dim : 0;
 }
 
 }  // namespace inflight::kernels::cuda::detail
