@@ -251,7 +251,7 @@ bool register_all() {
     for (const Shape& s : shapes) {
       const int64_t group = dtype == DType::Q8_0 ? kInterleavedRows : dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
       if (s.cols % block_size(dtype) != 0 || (interleaved && (group == 0 || s.rows % group != 0))) continue;
-      for (int64_t num_tokens : {1, 8, 32, 64}) {
+      for (int64_t num_tokens : {1, 8, 32, 64, 512}) {
         const std::string name = "matmul/" + std::string(dtype_name(dtype)) + (interleaved ? "i/" : "/") +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" + std::to_string(num_tokens);
         benchmark::RegisterBenchmark(name.c_str(), run_matmul, dtype, interleaved, s.rows, s.cols, num_tokens)

@@ -98,6 +98,17 @@ constexpr int64_t kMaxDirectTokens = 4;
 // work is compute-bound: 4 tasks per thread even out the threads (prefill 740 tok/s against 705 with 1).
 constexpr int64_t kStreamTasksPerThread = 1;
 constexpr int64_t kComputeTasksPerThread = 4;
+// Tokens per task where a matmul has at least twice as many (a prefill) and its matrices are interleaved
+// F16 / BF16 or K-quants: tasks then split the tokens as well as the rows, so a small matrix still shares
+// out evenly (SmolLM's 576-row matrices are 18 row blocks: 8 row tasks of 2 or 3 blocks left one thread a
+// block or two behind the other). bench_matmul at 512 tokens, 2 threads, medians of 5 alternating runs:
+// f16 interleaved 576x576, 576x1536 and 2048x2048 1.07-1.09x faster, 3072x576 level; Q4_K / Q6_K 576x1536
+// 1.12-1.14x, 2048x2048 0.98-1.07x. Q8_0 and Q4_0 .. Q5_1 stay whole: each task unpacks or reads its row
+// blocks once for all its tokens, and slices lost up to 13 % there (Q8_0 576x576, Q5_0 576x1536).
+// A multiple of the kernels' token tiles (kHalfTokenTile, and 4), so every slice starts a tile; the last
+// slice takes the remainder.
+constexpr int64_t kTokenSlice = 48;
+static_assert(kTokenSlice % cpu::kHalfTokenTile == 0 && kTokenSlice % 4 == 0);
 
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
@@ -182,6 +193,23 @@ void pack_token_tiles(const float* x, int64_t cols, int64_t num_tokens, float* x
   else compute_pool().parallel_for(num_tiles, grain, pack);
 }
 
+// Tokens [t0, t0 + n) of a: every per-token operand advanced by t0 rows.
+cpu::MatmulArgs token_slice(const cpu::MatmulArgs& a, int64_t t0, int64_t n) {
+  cpu::MatmulArgs s = a;
+  const int64_t cols = a.cols;
+  s.num_tokens = n;
+  s.x = a.x + t0 * cols;
+  s.y = a.y + t0 * a.rows;
+  if (a.xt != nullptr) s.xt = a.xt + t0 * cols;  // t0 is a multiple of kHalfTokenTile: a tile's start
+  if (a.xq != nullptr) s.xq = a.xq + t0 * cols;
+  if (a.xd != nullptr) s.xd = a.xd + t0 * (cols / cpu::activation_block_size(a.dtype));
+  if (a.xs != nullptr) s.xs = a.xs + t0 * (cols / 16);
+  if (a.xm != nullptr) s.xm = a.xm + t0 * (cols / 32);
+  if (a.xo != nullptr) s.xo = a.xo + t0 * (cols / 4);
+  if (a.xc != nullptr) s.xc = a.xc + t0 * (cols / 32);
+  return s;
+}
+
 // One matmul() group: the row blocks of its matrices numbered one after another.
 struct GroupJob {
   cpu::MatmulArgs args[kMaxTargets];
@@ -189,11 +217,14 @@ struct GroupJob {
   int64_t first_block[kMaxTargets + 1];  // row blocks of matrix i: [first_block[i], first_block[i + 1])
   size_t num_targets = 0;
 
-  void run(int64_t begin, int64_t end) const {
+  // Row blocks [begin, end) for tokens [t0, t0 + n) (all tokens: t0 = 0, n = num_tokens).
+  void run(int64_t begin, int64_t end, int64_t t0, int64_t n) const {
     for (size_t i = 0; i < num_targets && begin < end; ++i) {
       const int64_t b0 = std::max(begin, first_block[i]), b1 = std::min(end, first_block[i + 1]);
       if (b0 >= b1) continue;
-      rows_fn[i](args[i], (b0 - first_block[i]) * kRowBlock, std::min(args[i].rows, (b1 - first_block[i]) * kRowBlock));
+      const cpu::MatmulArgs& a = args[i];
+      rows_fn[i](t0 == 0 && n == a.num_tokens ? a : token_slice(a, t0, n), (b0 - first_block[i]) * kRowBlock,
+                 std::min(a.rows, (b1 - first_block[i]) * kRowBlock));
     }
   }
 };
@@ -286,19 +317,28 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   const int64_t macs_per_block = kRowBlock * std::max<int64_t>(1, cols) * num_tokens;
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / macs_per_block);
   if (grain >= num_blocks) {  // one task: skip the pool
-    job.run(0, num_blocks);
+    job.run(0, num_blocks, 0, num_tokens);
     return;
   }
-  // Tasks of `grain` blocks or more, up to per_thread per thread, each a contiguous range of blocks.
+  // Tasks of `grain` blocks or more, up to per_thread per thread, each a contiguous range of blocks; with
+  // many tokens, each of those again per slice of kTokenSlice tokens (slice-major: consecutive tasks share
+  // their activations).
   ThreadPool& pool = compute_pool();
   const int64_t per_thread = num_tokens <= kMaxDirectTokens ? kStreamTasksPerThread : kComputeTasksPerThread;
-  const int64_t num_tasks = std::min((num_blocks + grain - 1) / grain, int64_t(pool.num_threads()) * per_thread);
+  const int64_t num_row_tasks = std::min((num_blocks + grain - 1) / grain, int64_t(pool.num_threads()) * per_thread);
+  const bool slices_pay = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& g) {
+    return (g.w->interleaved && block_size(g.w->dtype) == 1) || is_kquant(g.w->dtype);
+  });
+  const int64_t num_slices = slices_pay && num_tokens / kTokenSlice >= 2 ? num_tokens / kTokenSlice : 1;
   struct Tasks {
     const GroupJob* job;
-    int64_t num_blocks, num_tasks;
-  } tasks{&job, num_blocks, num_tasks};
-  pool.run(num_tasks, [t = &tasks](int64_t i) {  // one pointer
-    t->job->run(i * t->num_blocks / t->num_tasks, (i + 1) * t->num_blocks / t->num_tasks);
+    int64_t num_blocks, num_row_tasks, num_slices, num_tokens;
+  } tasks{&job, num_blocks, num_row_tasks, num_slices, num_tokens};
+  pool.run(num_row_tasks * num_slices, [t = &tasks](int64_t i) {  // one pointer
+    const int64_t r = i % t->num_row_tasks, k = i / t->num_row_tasks;
+    const int64_t t0 = k * kTokenSlice;
+    const int64_t n = k + 1 == t->num_slices ? t->num_tokens - t0 : kTokenSlice;
+    t->job->run(r * t->num_blocks / t->num_row_tasks, (r + 1) * t->num_blocks / t->num_row_tasks, t0, n);
   });
 }
 

@@ -147,6 +147,19 @@ void check_every_batch(const WeightMatrix& w, const std::vector<float>& x, const
   }
 }
 
+// Each output y[t, r] as one fmaf chain over the columns in order: the interleaved F16 / BF16 kernel's sum.
+std::vector<float> fma_chains(const std::vector<float>& w, const std::vector<float>& x, int64_t rows, int64_t cols,
+                              int64_t num_tokens) {
+  std::vector<float> y(size_t(num_tokens * rows));
+  for (int64_t t = 0; t < num_tokens; ++t)
+    for (int64_t r = 0; r < rows; ++r) {
+      float sum = 0.0f;
+      for (int64_t c = 0; c < cols; ++c) sum = std::fma(w[size_t(r * cols + c)], x[size_t(t * cols + c)], sum);
+      y[size_t(t * rows + r)] = sum;
+    }
+  return y;
+}
+
 }  // namespace
 
 TEST_CASE("matmul matches a double reference for every dtype, ISA and odd shape") {
@@ -380,14 +393,7 @@ TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA p
       REQUIRE(inter.interleaved);
       auto x = random_values(size_t(num_tokens * cols), uint32_t(cols * 13));
       x[0] = 1e4f;  // an outlier: a sum that cancels shows any change of order or rounding
-      // The reference: each output one fmaf chain in column order over the values the matrix holds.
-      std::vector<float> want(size_t(num_tokens * rows));
-      for (int64_t t = 0; t < num_tokens; ++t)
-        for (int64_t r = 0; r < rows; ++r) {
-          float sum = 0.0f;
-          for (int64_t c = 0; c < cols; ++c) sum = std::fma(w.exact[size_t(r * cols + c)], x[size_t(t * cols + c)], sum);
-          want[size_t(t * rows + r)] = sum;
-        }
+      const std::vector<float> want = fma_chains(w.exact, x, rows, cols, num_tokens);
       for (Isa isa : test::supported_isas()) {
         CAPTURE(cpu::isa_name(isa));
         REQUIRE(cpu::set_active_isa(isa));
@@ -403,6 +409,28 @@ TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA p
       std::vector<uint8_t> in_place = w.bytes;
       interleave_rows(WeightMatrix{dtype, in_place.data(), rows, cols}, in_place.data());
       CHECK(in_place == bytes);
+    }
+  }
+}
+
+TEST_CASE("a prefill's interleaved F16 / BF16 matmul, split into token slices over the pool, keeps every bit") {
+  // 151 tokens: 3 slices of the compute pool's tasks (48, 48 and 55 tokens, the last with a ragged token
+  // tile); the sub-batches start at tokens 5 and 13, so every token sits in another slot of its tile.
+  test::IsaGuard restore;
+  const int64_t num_tokens = 151, rows = 96, cols = 200;
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    CAPTURE(dtype_name(dtype));
+    const auto values = random_values(size_t(rows * cols), 71);
+    const TestWeights w = make_weights(dtype, values, rows, cols);
+    std::vector<uint8_t> bytes(w.bytes.size());
+    const WeightMatrix inter = interleave_rows(w.view(dtype, rows, cols), bytes.data());
+    auto x = random_values(size_t(num_tokens * cols), 73);
+    x[size_t(100 * cols)] = -1e4f;  // an outlier in the second slice
+    const std::vector<float> want = fma_chains(w.exact, x, rows, cols, num_tokens);
+    for (Isa isa : test::supported_isas()) {
+      CAPTURE(cpu::isa_name(isa));
+      REQUIRE(cpu::set_active_isa(isa));
+      check_every_batch(inter, x, want, num_tokens);
     }
   }
 }

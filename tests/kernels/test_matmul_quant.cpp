@@ -210,6 +210,29 @@ TEST_CASE("matmul of the block formats is batch invariant") {
   }
 }
 
+TEST_CASE("a prefill of the block formats, split into token slices over the pool, keeps every bit") {
+  // 150 tokens: K-quant matmuls split them into pool tasks of 48, 48 and 54 tokens; the others do not.
+  // Each token's row must equal the token alone.
+  test::IsaGuard restore;
+  const int64_t rows = 40, cols = 512, num_tokens = 150;
+  for (DType t : kQuantDtypes) {
+    const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 7), rows, cols);
+    const auto x = random_values(size_t(num_tokens * cols), 8);
+    for (Isa isa : test::supported_isas()) {
+      CAPTURE(dtype_name(t));
+      CAPTURE(cpu::isa_name(isa));
+      REQUIRE(cpu::set_active_isa(isa));
+      std::vector<float> batch(size_t(num_tokens * rows));
+      matmul(w.view(t, rows, cols), x.data(), batch.data(), num_tokens);
+      for (int64_t t0 = 0; t0 < num_tokens; ++t0) {
+        std::vector<float> alone(static_cast<size_t>(rows));
+        matmul(w.view(t, rows, cols), x.data() + t0 * cols, alone.data(), 1);
+        REQUIRE(std::memcmp(alone.data(), batch.data() + t0 * rows, size_t(rows) * 4) == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, and rows past the scratch") {
   // A prefill unpacks rows into a 64 KiB scratch (matmul_quant_int8.h run_unpacking): 16384 columns fit 3
   // rows a pass (34-36 bytes per 32 weights, 288 per 256), 65536 columns not one, which takes the direct
