@@ -1,6 +1,6 @@
 // Generation-phase attention: one query row per sequence. A work item is a sequence, or, when there are
-// too few sequences to keep every thread busy, one 512-key span of a sequence for a group of its KV heads
-// (split-K, flash-decoding). An item serves each of its KV heads with all G query heads of that head in one
+// too few sequences to keep every thread busy and enough keys to share, one 512-key span of a sequence for
+// a group of its KV heads (split-K, flash-decoding). An item serves each of its KV heads with all G query heads of that head in one
 // QuerySet, so one pass reads each head's keys once; with every head in the item, the blocks of the next
 // tile are prefetched front to back. Span items leave their states in a buffer; the item that finishes a
 // sequence's last outstanding span folds them per query head in key order - the same fold a whole-sequence
@@ -26,6 +26,12 @@ constexpr int64_t kMinItemsPerThread = 4;
 // Split items per thread (whole span ranges): one, as each item starts on a tile no earlier tile prefetched
 // (measured at 8k, batch 1, f16: 1 item per thread about 1.5 % faster than 2, 4 slower than 2).
 constexpr int64_t kSplitItemsPerThread = 1;
+// Key rows (visible keys times KV heads, all sequences) up to which a step is not split at all: one item per
+// sequence. Below it a split item's handoff and the odd head left over (SmolLM: 3 KV heads on 2 threads)
+// cost more than the work saved (SmolLM Q4_K_M decode, 2 threads, 256 tokens after a short prompt,
+// medians of 7 alternating runs: 212.3 against 203.8 tok/s; after a 511-token prompt 180.7 against 179.3,
+// and 175.7 with no split at all).
+constexpr int64_t kMinKeyRowsToSplit = 2048;
 
 struct DecodeItem {
   int seq;
@@ -147,16 +153,17 @@ void run_decode(const AttentionParams& p, const std::vector<int>& seqs, const Ro
   ThreadPool& pool = compute_pool();
   const int Nkv = p.num_kv_heads;
   const int64_t target = kMinItemsPerThread * pool.num_threads();
-  const bool split = int64_t(seqs.size()) < target;
   std::vector<int64_t> span_lo, span_hi;  // [seqs] spans each sequence sees
-  int64_t num_spans = 0;
+  int64_t num_spans = 0, num_keys = 0;
   for (int s : seqs) {
     int64_t lo, hi;
     visible_keys(p, p.past_len[s], p.past_len[s] + 1, &lo, &hi);
     span_lo.push_back(lo < hi ? lo / kKvSpan : 0);
     span_hi.push_back(lo < hi ? (hi + kKvSpan - 1) / kKvSpan : 0);
     num_spans += span_hi.back() - span_lo.back();
+    num_keys += std::max<int64_t>(0, hi - lo);
   }
+  const bool split = int64_t(seqs.size()) < target && num_keys * Nkv > kMinKeyRowsToSplit;
   // Split items: (sequence, span, group of KV heads), heads grouped only as far as needed for
   // kSplitItemsPerThread items per thread (measured at 512 keys, batch 1: 2 items of 4 heads 11-16 % faster
   // than 8 of 1, each of which starts on a cold tile).

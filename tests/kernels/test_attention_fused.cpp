@@ -205,8 +205,9 @@ TEST_SUITE("attention_fused") {
       for (const auto& [dtype, nq] : cases) {
         CAPTURE(kernels::kv_dtype_name(dtype));
         CAPTURE(nq);
-        // Sequence 1 is a prefill of 600 rows on top of 1000 cached keys (4 spans).
-        test::PagedBatch b = test::make_batch({{5, 3}, {1000, 600}, {77, 1}}, nq, 1, 64, 16, dtype, 31);
+        // Sequence 1 is a prefill of 600 rows on top of 1500 cached keys (5 spans): its last row alone is a
+        // decode step of 2100 key rows, enough for the generation kernel to split it (kMinKeyRowsToSplit).
+        test::PagedBatch b = test::make_batch({{5, 3}, {1500, 600}, {77, 1}}, nq, 1, 64, 16, dtype, 31);
         std::vector<float> full(size_t(b.num_tokens()) * nq * 64);
         kernels::AttentionParams p = b.params(full.data());
         set_rope(p, kernels::RopeStyle::NeoX, 64);
