@@ -189,35 +189,14 @@ TEST_CASE("matmul of the legacy formats takes rows of 32-weight blocks") {
   }
 }
 
-TEST_CASE("matmul of the block formats is batch invariant") {
-  test::IsaGuard restore;
-  const int64_t rows = 37, cols = 512, num_tokens = 11;
-  for (DType t : kQuantDtypes) {
-    const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 5), rows, cols);
-    const auto x = random_values(size_t(num_tokens * cols), 6);
-    for (Isa isa : test::supported_isas()) {
-      CAPTURE(dtype_name(t));
-      CAPTURE(cpu::isa_name(isa));
-      REQUIRE(cpu::set_active_isa(isa));
-      std::vector<float> batch(size_t(num_tokens * rows));
-      matmul(w.view(t, rows, cols), x.data(), batch.data(), num_tokens);
-      for (int64_t t0 = 0; t0 < num_tokens; ++t0) {
-        std::vector<float> alone(static_cast<size_t>(rows));
-        matmul(w.view(t, rows, cols), x.data() + t0 * cols, alone.data(), 1);
-        CHECK(std::memcmp(alone.data(), batch.data() + t0 * rows, size_t(rows) * 4) == 0);
-      }
-    }
-  }
-}
+namespace {
 
-TEST_CASE("a prefill of the block formats, split into token slices over the pool, keeps every bit") {
-  // 150 tokens: K-quant matmuls split them into pool tasks of 48, 48 and 54 tokens; the others do not.
-  // Each token's row must equal the token alone.
+// Every block format on every ISA: a matmul of num_tokens tokens gives each token the bits of the token alone.
+void check_each_token_alone(int64_t rows, int64_t cols, int64_t num_tokens, uint32_t seed) {
   test::IsaGuard restore;
-  const int64_t rows = 40, cols = 512, num_tokens = 150;
   for (DType t : kQuantDtypes) {
-    const QuantWeights w = quantize(t, random_values(size_t(rows * cols), 7), rows, cols);
-    const auto x = random_values(size_t(num_tokens * cols), 8);
+    const QuantWeights w = quantize(t, random_values(size_t(rows * cols), seed), rows, cols);
+    const auto x = random_values(size_t(num_tokens * cols), seed + 1);
     for (Isa isa : test::supported_isas()) {
       CAPTURE(dtype_name(t));
       CAPTURE(cpu::isa_name(isa));
@@ -231,6 +210,15 @@ TEST_CASE("a prefill of the block formats, split into token slices over the pool
       }
     }
   }
+}
+
+}  // namespace
+
+TEST_CASE("matmul of the block formats is batch invariant") { check_each_token_alone(37, 512, 11, 5); }
+
+TEST_CASE("a prefill of the block formats, split into token slices over the pool, keeps every bit") {
+  // 150 tokens: K-quant matmuls split them into pool tasks of 48, 48 and 54 tokens; the others do not.
+  check_each_token_alone(40, 512, 150, 7);
 }
 
 TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, and rows past the scratch") {
