@@ -1,11 +1,11 @@
 // Generation-phase attention: one query row per sequence. A work item is a sequence, or, when there are
 // too few sequences to keep every thread busy and enough keys to share, one 512-key span of a sequence for
-// a group of its KV heads (split-K, flash-decoding). An item serves each of its KV heads with all G query heads of that head in one
-// QuerySet, so one pass reads each head's keys once; with every head in the item, the blocks of the next
-// tile are prefetched front to back. Span items leave their states in a buffer; the item that finishes a
-// sequence's last outstanding span folds them per query head in key order - the same fold a whole-sequence
-// item does, so both plans give the same bits (and a sequence the split plan would give one item anyway
-// runs as a whole-sequence item).
+// a group of its KV heads (split-K, flash-decoding). An item serves each of its KV heads with all G query
+// heads of that head in one QuerySet, so one pass reads each head's keys once; with every head in the
+// item, the blocks of the next tile are prefetched front to back. Span items leave their states in a
+// buffer; the item that finishes a sequence's last outstanding span folds them per query head in key
+// order - the same fold a whole-sequence item does, so both plans give the same bits (and a sequence the
+// split plan would give one item anyway runs as a whole-sequence item).
 // Past steps are read through the beam cache indirection when given.
 #include <algorithm>
 #include <atomic>
