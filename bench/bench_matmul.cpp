@@ -8,7 +8,9 @@
 //   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
 //
 // Weights are cycled over enough copies to exceed the last-level cache, so every case reads them from DRAM,
-// as a real model does at every step: its layers do not fit in cache.
+// as a real model does at every step: its layers do not fit in cache. The matmul_hot/ cases (one token)
+// read one copy over and over, from the caches: next to the same matmul/ case they tell a kernel that is
+// compute-bound at decode from one that waits for memory.
 #include <benchmark/benchmark.h>
 
 #include <immintrin.h>
@@ -76,9 +78,11 @@ std::vector<uint8_t> make_matrix(DType dtype, int64_t rows, int64_t cols, uint32
 }
 
 // interleaved: Q8_0 with its rows interleaved as the engine lays them out under AVX-512 VNNI (q8_0i).
-void run_matmul(benchmark::State& state, DType dtype, bool interleaved, int64_t rows, int64_t cols, int64_t num_tokens) {
+// hot: one copy, read from the caches.
+void run_matmul(benchmark::State& state, DType dtype, bool interleaved, int64_t rows, int64_t cols, int64_t num_tokens,
+                bool hot) {
   const int64_t matrix_bytes = rows * row_bytes(dtype, cols);
-  const int64_t num_copies = (kColdBytes + matrix_bytes - 1) / matrix_bytes;
+  const int64_t num_copies = hot ? 1 : (kColdBytes + matrix_bytes - 1) / matrix_bytes;
   std::vector<std::vector<uint8_t>> copies;
   for (int64_t i = 0; i < num_copies; ++i) {
     copies.push_back(make_matrix(dtype, rows, cols, uint32_t(i + 1)));
@@ -254,10 +258,15 @@ bool register_all() {
       for (int64_t num_tokens : {1, 8, 32, 64, 512}) {
         const std::string name = "matmul/" + std::string(dtype_name(dtype)) + (interleaved ? "i/" : "/") +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" + std::to_string(num_tokens);
-        benchmark::RegisterBenchmark(name.c_str(), run_matmul, dtype, interleaved, s.rows, s.cols, num_tokens)
+        benchmark::RegisterBenchmark(name.c_str(), run_matmul, dtype, interleaved, s.rows, s.cols, num_tokens, false)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
       }
+      const std::string hot = "matmul_hot/" + std::string(dtype_name(dtype)) + (interleaved ? "i/" : "/") +
+                              std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t1";
+      benchmark::RegisterBenchmark(hot.c_str(), run_matmul, dtype, interleaved, s.rows, s.cols, 1, true)
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
     }
     }
   }
