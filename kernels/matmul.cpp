@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/matmul_legacy_interleave.h"
 #include "kernels/thread_pool.h"
 
 namespace inflight::kernels {
@@ -113,7 +114,7 @@ static_assert(kTokenSlice % cpu::kHalfTokenTile == 0 && kTokenSlice % 4 == 0);
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
-  if (interleaved && dtype == DType::Q8_0)
+  if (interleaved && (dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q5_0))
     return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
   if (interleaved) return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : cpu::matmul_rows_scalar;
   switch (isa) {
@@ -131,6 +132,7 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
 // Rows per interleaved group of a dtype, 0 where it has no interleaved layout.
 int64_t interleaved_group(DType dtype) {
   if (dtype == DType::Q8_0) return kInterleavedRows;
+  if (dtype == DType::Q4_0 || dtype == DType::Q5_0) return cpu::kLegacyGroupRows;
   return dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
 }
 
@@ -275,7 +277,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.num_tokens = num_tokens;
     a.interleaved = w.interleaved;
     if (w.interleaved && (interleaved_group(w.dtype) == 0 || w.rows % interleaved_group(w.dtype) != 0))
-      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / F16 / BF16 with whole row groups", w.rows);
+      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / Q4_0 / Q5_0 / F16 / BF16 with whole row groups", w.rows);
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (w.interleaved && block == 1 && num_tokens > 1) {
@@ -344,14 +346,17 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 
 bool interleaving_pays(const WeightMatrix& w) {
   const int64_t group = interleaved_group(w.dtype);
-  const cpu::Isa needs = w.dtype == DType::Q8_0 ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
-  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && cpu::active_isa() >= needs;
+  const bool integer = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0;
+  const cpu::Isa needs = integer ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
+  // Q4_0 / Q5_0: a prefill unpacks at least one whole row into the kernel's 64 KiB of scratch (34 bytes per block).
+  const bool row_fits = !is_legacy_quant(w.dtype) || w.cols / 32 * 34 <= (int64_t(64) << 10);
+  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && row_fits && cpu::active_isa() >= needs;
 }
 
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   const int64_t rows_per_group = interleaved_group(w.dtype);
   if (rows_per_group == 0 || w.interleaved || w.rows % rows_per_group != 0)
-    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / F16 / BF16 matrix of whole row groups", w.rows);
+    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / Q4_0 / Q5_0 / F16 / BF16 matrix of whole row groups", w.rows);
   const int64_t row_bytes = kernels::row_bytes(w.dtype, w.cols);
   auto* dst = static_cast<uint8_t*>(out);
   // Group g's plain rows and its interleaved bytes span the same bytes: each group is copied out first, so
@@ -360,6 +365,16 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   for (int64_t g = 0; g < w.rows / rows_per_group; ++g) {
     std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * rows_per_group * row_bytes, group.size());
     uint8_t* to = dst + g * rows_per_group * row_bytes;
+    if (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0) {  // block by block (matmul_legacy_interleave.h)
+      const bool five = w.dtype == DType::Q5_0;
+      const int bytes = cpu::legacy_plain_bytes(five);
+      for (int64_t b = 0; b < w.cols / 32; ++b) {
+        const uint8_t* blocks[cpu::kLegacyGroupRows];
+        for (int64_t i = 0; i < rows_per_group; ++i) blocks[i] = group.data() + i * row_bytes + b * bytes;
+        cpu::legacy_group_from_blocks(blocks, five, to + b * rows_per_group * bytes);
+      }
+      continue;
+    }
     if (w.dtype != DType::Q8_0) {  // column by column, the group's 32 values of each
       for (int64_t c = 0; c < w.cols; ++c)
         for (int64_t i = 0; i < rows_per_group; ++i) std::memcpy(to + (c * rows_per_group + i) * 2, group.data() + i * row_bytes + c * 2, 2);
@@ -385,6 +400,15 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
 void matrix_row(const WeightMatrix& w, int64_t r, float* out) {
   if (!w.interleaved) {
     dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, w.cols), out, w.cols);
+    return;
+  }
+  if (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0) {  // the row's blocks made plain again
+    const bool five = w.dtype == DType::Q5_0;
+    std::vector<uint8_t> plain(size_t(row_bytes(w.dtype, w.cols)));
+    for (int64_t b = 0; b < w.cols / 32; ++b)
+      cpu::legacy_interleaved_block(static_cast<const uint8_t*>(w.data), w.cols / 32, five, r, b,
+                                    plain.data() + b * cpu::legacy_plain_bytes(five));
+    dequantize_row(w.dtype, plain.data(), out, w.cols);
     return;
   }
   cpu::MatmulArgs a;

@@ -12,6 +12,7 @@
 
 #include <cstring>
 
+#include "kernels/cpu/matmul_legacy_interleave.h"
 #include "kernels/cpu/matmul_q8_int8.h"
 #include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/matmul.h"  // the interleaved layout's constants
@@ -88,10 +89,113 @@ void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
 }
 
+// Interleaved Q4_0 / Q5_0 (matmul_legacy_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16] at a few tokens
+// (MatmulArgs::xo set). Per block, each 4-column quad q of the 16 rows is one vector of unsigned quants u
+// (nibbles, plus 16 where Q5_0's fifth bit is set): lane i = row i's u . x over the quad, from the start
+// -off * (the quad's sum of x) (xo: off 16 for Q5_0, 8 for Q4_0), is lane q of row i in
+// matmul_quant_formula.h, and goes into its own float accumulator; the 8 are added in legacy_reduce's order.
+// So every row gets the bits of the plain kernels, 16 rows per instruction instead of one.
+template <bool kFive, int T>
+void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
+  constexpr int64_t kGroupBytes = kLegacyGroupRows * legacy_plain_bytes(kFive);
+  const int64_t num_blocks = a.cols / 32;
+  const uint8_t* w = a.w + g * num_blocks * kGroupBytes;
+  const int8_t* xq = a.xq + t0 * a.cols;
+  const float* xd = a.xd + t0 * num_blocks;
+  const int32_t* xo = a.xo + t0 * num_blocks * 8;
+  const __m512i low4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
+  __m512 acc[8][T];
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; ++q)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* gb = w + b * kGroupBytes;
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    __m512 scale[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) scale[t] = _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * num_blocks + b]));
+    const uint8_t* qs = gb + (kFive ? 96 : 32);
+#pragma GCC unroll 4
+    for (int c = 0; c < 4; ++c) {
+      const __m512i n = _mm512_loadu_si512(qs + 64 * c);
+      __m512i u[2] = {_mm512_and_si512(n, low4), _mm512_and_si512(_mm512_srli_epi16(n, 4), low4)};  // quads c, c + 4
+      if constexpr (kFive) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          __mmask64 fifth;
+          __builtin_memcpy(&fifth, gb + 32 + 8 * (c + 4 * h), 8);
+          u[h] = _mm512_mask_add_epi8(u[h], fifth, u[h], sixteen);
+        }
+      }
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        const int32_t* o = xo + (t * num_blocks + b) * 8;
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const int q = c + 4 * h;
+          const __m512i start = _mm512_set1_epi32(kFive ? o[q] : o[q] >> 1);
+          const __m512i x = _mm512_set1_epi32(load_i32(xq + t * a.cols + b * 32 + 4 * q));
+          acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(start, u[h], x)), scale[t], acc[q][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
+                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
+    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kLegacyGroupRows, sum);
+  }
+}
+
+// Interleaved Q4_0 / Q5_0, rows [row_begin, row_end) (whole groups). A few tokens: legacy_group_tile, two
+// tokens at a time. More: each row's blocks made plain again and unpacked a few rows at a time, as
+// run_unpacking does for plain rows, for the same kernel and the same bits.
+template <bool kFive>
+void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.num_tokens <= kTokenTile && a.xo != nullptr) {
+    for (int64_t g = row_begin / kLegacyGroupRows; g < row_end / kLegacyGroupRows; ++g) {
+      int64_t t0 = 0;
+      for (; t0 + 2 <= a.num_tokens; t0 += 2) legacy_group_tile<kFive, 2>(a, g, t0);
+      if (t0 < a.num_tokens) legacy_group_tile<kFive, 1>(a, g, t0);
+    }
+    return;
+  }
+  using Unpacked = UnpackedLegacy<LegacyFormat<false, kFive>>;
+  constexpr int64_t kScratchBytes = 64 << 10;
+  const int64_t num_blocks = a.cols / 32;
+  const int64_t unpacked_row_bytes = num_blocks * Unpacked::kBytes;
+  const int64_t fit = kScratchBytes / unpacked_row_bytes;  // >= 1: interleaving_pays asks for it
+  const int64_t rows_per_pass = fit < kRowBlock ? fit : kRowBlock;
+  alignas(64) uint8_t scratch[kScratchBytes];
+  MatmulArgs u = a;
+  u.w = scratch;
+  u.w_row_bytes = unpacked_row_bytes;
+  u.interleaved = false;
+  u.xo = nullptr;
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += rows_per_pass) {
+    const int64_t num_rows = row_end - r0 < rows_per_pass ? row_end - r0 : rows_per_pass;
+    prefetch_ahead(a, r0, rows_per_pass, row_begin, row_end);
+    for (int64_t r = 0; r < num_rows; ++r) {
+      uint8_t* dst = scratch + r * unpacked_row_bytes;
+      for (int64_t b = 0; b < num_blocks; ++b, dst += Unpacked::kBytes) {
+        uint8_t plain[32];
+        legacy_interleaved_block(a.w, num_blocks, kFive, r0 + r, b, plain);
+        Unpacked::unpack(plain, dst);
+      }
+    }
+    u.y = a.y + r0;  // row r of the scratch is output row r0 + r; the row stride of y stays a.rows
+    run_tiled<Block32Kernel<Unpacked, VnniDot, 32>>(u, 0, num_rows);
+  }
+}
+
 }  // namespace
 
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.interleaved) matmul_interleaved(a, row_begin, row_end);
+  if (a.interleaved && a.dtype == DType::Q5_0) legacy_interleaved<true>(a, row_begin, row_end);
+  else if (a.interleaved && a.dtype == DType::Q4_0) legacy_interleaved<false>(a, row_begin, row_end);
+  else if (a.interleaved) matmul_interleaved(a, row_begin, row_end);
   else if (a.dtype == DType::Q8_0) run_tiled<Block32Kernel<Q8Format, VnniDot, 32>>(a, row_begin, row_end);
   else run_quant<VnniDot, VnniScaledDot, 32>(a, row_begin, row_end);
 }

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/matmul_legacy_interleave.h"
 #include "kernels/cpu/matmul_quant_formula.h"
 
 namespace inflight::kernels::cpu {
@@ -65,7 +66,8 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int bytes = block_bytes(a.dtype);
   const bool has_min = a.dtype == DType::Q4_1 || a.dtype == DType::Q5_1;
   const int32_t offset = has_min ? 0 : a.dtype == DType::Q4_0 ? 8 : 16;
-  uint8_t u[32];
+  const bool five = a.dtype == DType::Q5_0;
+  uint8_t u[32], plain[32];  // plain: a block of an interleaved Q4_0 / Q5_0 matrix as stored
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = a.w + r * a.w_row_bytes;
     for (int64_t t = 0; t < a.num_tokens; ++t) {
@@ -76,6 +78,10 @@ void rows_legacy(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       float msum = 0.0f;
       for (int64_t b = 0; b < num_blocks; ++b) {
         const uint8_t* blk = row + b * bytes;
+        if (a.interleaved) {
+          legacy_interleaved_block(a.w, num_blocks, five, r, b, plain);
+          blk = plain;
+        }
         legacy_quants(a.dtype, blk, u);
         const float scale = load_f16(blk) * xd[b];
         for (int i = 0; i < 8; ++i) {

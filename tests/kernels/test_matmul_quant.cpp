@@ -249,6 +249,59 @@ TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, an
   }
 }
 
+TEST_CASE("interleaved Q4_0 / Q5_0 give the plain matrix's bits under every ISA, alone and in any batch") {
+  // The plain matrix on the scalar ISA is the reference. The interleaved one runs the 16-row VNNI kernel at
+  // up to 4 tokens (tiles of 2 and 1) and the unpacking path above, on VNNI; the scalar kernel reading it
+  // block by block elsewhere. 48 rows: three groups, so a 2-thread split lands inside the second.
+  test::IsaGuard restore;
+  const int64_t rows = 48, num_tokens = 9;
+  for (DType t : {DType::Q4_0, DType::Q5_0}) {
+    for (int64_t cols : {32, 96, 576}) {
+      CAPTURE(dtype_name(t));
+      CAPTURE(cols);
+      QuantWeights w = quantize(t, random_values(size_t(rows * cols), uint32_t(cols + 1)), rows, cols);
+      // Extreme blocks: all nibbles 15 with every fifth bit set, and all zero.
+      const int bytes = block_bytes(t);
+      std::memset(w.bytes.data() + bytes + 2, 0xff, size_t(bytes - 2));
+      std::memset(w.bytes.data() + 5 * row_bytes(t, cols) + 2, 0, size_t(bytes - 2));
+      const WeightMatrix plain = w.view(t, rows, cols);
+      std::vector<uint8_t> inter_bytes(w.bytes.size());
+      const WeightMatrix inter = interleave_rows(plain, inter_bytes.data());
+      REQUIRE(inter.interleaved);
+      auto x = random_values(size_t(num_tokens * cols), uint32_t(cols + 2));
+      x[1] = 25.0f;  // an outlier
+      REQUIRE(cpu::set_active_isa(Isa::Scalar));
+      std::vector<float> want(size_t(num_tokens * rows));
+      matmul(plain, x.data(), want.data(), num_tokens);
+      for (Isa isa : test::supported_isas()) {
+        CAPTURE(cpu::isa_name(isa));
+        REQUIRE(cpu::set_active_isa(isa));
+        // Batches of 1 .. 4 tokens (the direct kernel) and of 5 .. 9 (unpacked), from every start.
+        for (int64_t n = 1; n <= num_tokens; ++n) {
+          for (int64_t t0 = 0; t0 + n <= num_tokens; t0 += std::max<int64_t>(1, n - 1)) {
+            std::vector<float> y(size_t(n * rows));
+            matmul(inter, x.data() + t0 * cols, y.data(), n);
+            CAPTURE(n);
+            CAPTURE(t0);
+            REQUIRE(std::memcmp(y.data(), want.data() + t0 * rows, y.size() * 4) == 0);
+          }
+        }
+      }
+      // Rows read back from the interleaved layout are the plain rows; interleaving in place gives the
+      // same bytes as into a second buffer.
+      std::vector<float> a(static_cast<size_t>(cols)), b(a.size());
+      for (int64_t r = 0; r < rows; ++r) {
+        matrix_row(plain, r, a.data());
+        matrix_row(inter, r, b.data());
+        REQUIRE(std::memcmp(a.data(), b.data(), a.size() * 4) == 0);
+      }
+      std::vector<uint8_t> in_place = w.bytes;
+      interleave_rows(WeightMatrix{t, in_place.data(), rows, cols}, in_place.data());
+      CHECK(in_place == inter_bytes);
+    }
+  }
+}
+
 TEST_CASE("a matmul group of one input gives each matrix's bits alone, with mixed activation formats") {
   // Q4_K and Q6_K share the Q8_K activations, Q5_0 takes Q8_0 blocks with f16 scales, Q8_0 its own, F16 none;
   // row counts that are not multiples of the 8-row block put task boundaries inside a matrix and across two.
