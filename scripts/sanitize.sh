@@ -4,8 +4,9 @@
 #   scripts/sanitize.sh tsan [build-dir] [cmake args...]   ThreadSanitizer; the engine and server tests
 # The code under test at -O1 with line tables (-g1: file and line in every report), the test executables' own
 # code at -O0 (INFLIGHT_TEST_OPT: half of the build's time at -O1), no micro-benchmarks. Reports of every
-# process (the tests and the `inflight serve` children they start) are written to <build-dir>/sanitizer-logs; any report fails the script, as does a
-# failing test. A report is fixed, never silenced (a suppression only with a comment proving it false).
+# process (the tests and the `inflight serve` children they start) are written to <build-dir>/sanitizer-logs;
+# any report fails the script, as does a failing test. A report is fixed, never silenced (a suppression only
+# with a comment proving it false).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-}"

@@ -149,9 +149,29 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   }
 }
 
+// The 16 rows' signed quants of one group-block, quad by quad: quads[q][i] = row i's 4 quants of columns
+// 4q .. 4q + 3 (u - 16 for Q5_0, u - 8 for Q4_0), as a plain block unpacks to.
+template <bool kFive>
+void legacy_group_quads(const uint8_t* gb, int32_t quads[8][kLegacyGroupRows]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f), off = _mm512_set1_epi8(kFive ? 16 : 8);
+  const uint8_t* qs = gb + (kFive ? 96 : 32);
+  for (int c = 0; c < 4; ++c) {
+    const __m512i n = _mm512_loadu_si512(qs + 64 * c);
+    __m512i u[2] = {_mm512_and_si512(n, low4), _mm512_and_si512(_mm512_srli_epi16(n, 4), low4)};
+    for (int h = 0; h < 2; ++h) {
+      if constexpr (kFive) {
+        __mmask64 fifth;
+        __builtin_memcpy(&fifth, gb + 32 + 8 * (c + 4 * h), 8);
+        u[h] = _mm512_mask_add_epi8(u[h], fifth, u[h], off);
+      }
+      _mm512_store_si512(quads[c + 4 * h], _mm512_sub_epi8(u[h], off));
+    }
+  }
+}
+
 // Interleaved Q4_0 / Q5_0, rows [row_begin, row_end) (whole groups). A few tokens: legacy_group_tile, two
-// tokens at a time. More: each row's blocks made plain again and unpacked a few rows at a time, as
-// run_unpacking does for plain rows, for the same kernel and the same bits.
+// tokens at a time. More: the rows unpacked a few at a time into the scratch layout run_unpacking gives
+// plain rows (legacy_group_quads), for the same kernel and the same bits.
 template <bool kFive>
 void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.num_tokens <= kTokenTile && a.xo != nullptr) {
@@ -163,6 +183,7 @@ void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
     return;
   }
   using Unpacked = UnpackedLegacy<LegacyFormat<false, kFive>>;
+  constexpr int64_t kGroupBytes = kLegacyGroupRows * legacy_plain_bytes(kFive);
   constexpr int64_t kScratchBytes = 64 << 10;
   const int64_t num_blocks = a.cols / 32;
   const int64_t unpacked_row_bytes = num_blocks * Unpacked::kBytes;
@@ -177,13 +198,22 @@ void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   for (int64_t r0 = row_begin; r0 < row_end; r0 += rows_per_pass) {
     const int64_t num_rows = row_end - r0 < rows_per_pass ? row_end - r0 : rows_per_pass;
     prefetch_ahead(a, r0, rows_per_pass, row_begin, row_end);
-    for (int64_t r = 0; r < num_rows; ++r) {
-      uint8_t* dst = scratch + r * unpacked_row_bytes;
-      for (int64_t b = 0; b < num_blocks; ++b, dst += Unpacked::kBytes) {
-        uint8_t plain[32];
-        legacy_interleaved_block(a.w, num_blocks, kFive, r0 + r, b, plain);
-        Unpacked::unpack(plain, dst);
+    for (int64_t r = 0; r < num_rows;) {  // the pass's rows of one group at a time
+      const int64_t g = (r0 + r) / kLegacyGroupRows, i0 = (r0 + r) % kLegacyGroupRows;
+      const int64_t n = kLegacyGroupRows - i0 < num_rows - r ? kLegacyGroupRows - i0 : num_rows - r;
+      for (int64_t b = 0; b < num_blocks; ++b) {
+        const uint8_t* gb = a.w + (g * num_blocks + b) * kGroupBytes;
+        alignas(64) int32_t quads[8][kLegacyGroupRows];  // the signed quants of quad q, row i
+        legacy_group_quads<kFive>(gb, quads);
+        for (int64_t k = 0; k < n; ++k) {
+          const int64_t i = i0 + k;
+          uint8_t* dst = scratch + (r + k) * unpacked_row_bytes + b * Unpacked::kBytes;
+          dst[0] = gb[2 * i];
+          dst[1] = gb[2 * i + 1];
+          for (int q = 0; q < 8; ++q) __builtin_memcpy(dst + 2 + 4 * q, &quads[q][i], 4);
+        }
       }
+      r += n;
     }
     u.y = a.y + r0;  // row r of the scratch is output row r0 + r; the row stride of y stays a.rows
     run_tiled<Block32Kernel<Unpacked, VnniDot, 32>>(u, 0, num_rows);
