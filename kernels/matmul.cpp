@@ -113,8 +113,13 @@ static_assert(kTokenSlice % cpu::kHalfTokenTile == 0 && kTokenSlice % 4 == 0);
 
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
+// The 32-weight formats with a 16-row interleaved layout (matmul_legacy_interleave.h).
+bool is_legacy_interleavable(DType dtype) { return dtype == DType::Q4_0 || dtype == DType::Q5_0; }
+// The types whose interleaved layout the AVX-512 VNNI kernels read (the integer ones).
+bool is_int8_interleavable(DType dtype) { return dtype == DType::Q8_0 || is_legacy_interleavable(dtype); }
+
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
-  if (interleaved && (dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q5_0))
+  if (interleaved && is_int8_interleavable(dtype))
     return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
   if (interleaved) return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : cpu::matmul_rows_scalar;
   switch (isa) {
@@ -132,7 +137,7 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
 // Rows per interleaved group of a dtype, 0 where it has no interleaved layout.
 int64_t interleaved_group(DType dtype) {
   if (dtype == DType::Q8_0) return kInterleavedRows;
-  if (dtype == DType::Q4_0 || dtype == DType::Q5_0) return cpu::kLegacyGroupRows;
+  if (is_legacy_interleavable(dtype)) return cpu::kLegacyGroupRows;
   return dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
 }
 
@@ -346,10 +351,9 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 
 bool interleaving_pays(const WeightMatrix& w) {
   const int64_t group = interleaved_group(w.dtype);
-  const bool integer = w.dtype == DType::Q8_0 || w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0;
-  const cpu::Isa needs = integer ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
-  // Q4_0 / Q5_0: a prefill unpacks at least one whole row into the kernel's 64 KiB of scratch (34 bytes per block).
-  const bool row_fits = !is_legacy_quant(w.dtype) || w.cols / 32 * 34 <= (int64_t(64) << 10);
+  const cpu::Isa needs = is_int8_interleavable(w.dtype) ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
+  // Q4_0 / Q5_0: a prefill unpacks at least one whole row into the kernel's scratch.
+  const bool row_fits = !is_legacy_interleavable(w.dtype) || cpu::legacy_row_unpacks(w.cols);
   return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && row_fits && cpu::active_isa() >= needs;
 }
 
@@ -365,7 +369,7 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   for (int64_t g = 0; g < w.rows / rows_per_group; ++g) {
     std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * rows_per_group * row_bytes, group.size());
     uint8_t* to = dst + g * rows_per_group * row_bytes;
-    if (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0) {  // block by block (matmul_legacy_interleave.h)
+    if (is_legacy_interleavable(w.dtype)) {  // block by block (matmul_legacy_interleave.h)
       const bool five = w.dtype == DType::Q5_0;
       const int bytes = cpu::legacy_plain_bytes(five);
       for (int64_t b = 0; b < w.cols / 32; ++b) {
@@ -402,7 +406,7 @@ void matrix_row(const WeightMatrix& w, int64_t r, float* out) {
     dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, w.cols), out, w.cols);
     return;
   }
-  if (w.dtype == DType::Q4_0 || w.dtype == DType::Q5_0) {  // the row's blocks made plain again
+  if (is_legacy_interleavable(w.dtype)) {  // the row's blocks made plain again
     const bool five = w.dtype == DType::Q5_0;
     std::vector<uint8_t> plain(size_t(row_bytes(w.dtype, w.cols)));
     for (int64_t b = 0; b < w.cols / 32; ++b)

@@ -89,6 +89,24 @@ void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
 }
 
+// Chunk c of a Q4_0 / Q5_0 group-block as the unsigned quants of quads c (u[0]) and c + 4 (u[1]) of its
+// 16 rows: the nibbles, plus 16 where Q5_0's fifth bit is set.
+template <bool kFive>
+inline void legacy_chunk_quads(const uint8_t* gb, int c, __m512i u[2]) {
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  const __m512i n = _mm512_loadu_si512(gb + legacy_nibbles_at(kFive) + 64 * c);
+  u[0] = _mm512_and_si512(n, low4);
+  u[1] = _mm512_and_si512(_mm512_srli_epi16(n, 4), low4);
+  if constexpr (kFive) {
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h) {
+      __mmask64 fifth;
+      __builtin_memcpy(&fifth, gb + kLegacyMasksAt + 8 * (c + 4 * h), 8);
+      u[h] = _mm512_mask_add_epi8(u[h], fifth, u[h], _mm512_set1_epi8(16));
+    }
+  }
+}
+
 // Interleaved Q4_0 / Q5_0 (matmul_legacy_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16] at a few tokens
 // (MatmulArgs::xo set). Per block, each 4-column quad q of the 16 rows is one vector of unsigned quants u
 // (nibbles, plus 16 where Q5_0's fifth bit is set): lane i = row i's u . x over the quad, from the start
@@ -103,7 +121,6 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   const int8_t* xq = a.xq + t0 * a.cols;
   const float* xd = a.xd + t0 * num_blocks;
   const int32_t* xo = a.xo + t0 * num_blocks * 8;
-  const __m512i low4 = _mm512_set1_epi8(0x0f), sixteen = _mm512_set1_epi8(16);
   __m512 acc[8][T];
 #pragma GCC unroll 8
   for (int q = 0; q < 8; ++q)
@@ -115,19 +132,10 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     __m512 scale[T];
 #pragma GCC unroll 2
     for (int t = 0; t < T; ++t) scale[t] = _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * num_blocks + b]));
-    const uint8_t* qs = gb + (kFive ? 96 : 32);
 #pragma GCC unroll 4
     for (int c = 0; c < 4; ++c) {
-      const __m512i n = _mm512_loadu_si512(qs + 64 * c);
-      __m512i u[2] = {_mm512_and_si512(n, low4), _mm512_and_si512(_mm512_srli_epi16(n, 4), low4)};  // quads c, c + 4
-      if constexpr (kFive) {
-#pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          __mmask64 fifth;
-          __builtin_memcpy(&fifth, gb + 32 + 8 * (c + 4 * h), 8);
-          u[h] = _mm512_mask_add_epi8(u[h], fifth, u[h], sixteen);
-        }
-      }
+      __m512i u[2];
+      legacy_chunk_quads<kFive>(gb, c, u);
 #pragma GCC unroll 2
       for (int t = 0; t < T; ++t) {
         const int32_t* o = xo + (t * num_blocks + b) * 8;
@@ -153,19 +161,11 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 // 4q .. 4q + 3 (u - 16 for Q5_0, u - 8 for Q4_0), as a plain block unpacks to.
 template <bool kFive>
 void legacy_group_quads(const uint8_t* gb, int32_t quads[8][kLegacyGroupRows]) {
-  const __m512i low4 = _mm512_set1_epi8(0x0f), off = _mm512_set1_epi8(kFive ? 16 : 8);
-  const uint8_t* qs = gb + (kFive ? 96 : 32);
+  const __m512i off = _mm512_set1_epi8(kFive ? 16 : 8);
   for (int c = 0; c < 4; ++c) {
-    const __m512i n = _mm512_loadu_si512(qs + 64 * c);
-    __m512i u[2] = {_mm512_and_si512(n, low4), _mm512_and_si512(_mm512_srli_epi16(n, 4), low4)};
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (kFive) {
-        __mmask64 fifth;
-        __builtin_memcpy(&fifth, gb + 32 + 8 * (c + 4 * h), 8);
-        u[h] = _mm512_mask_add_epi8(u[h], fifth, u[h], off);
-      }
-      _mm512_store_si512(quads[c + 4 * h], _mm512_sub_epi8(u[h], off));
-    }
+    __m512i u[2];
+    legacy_chunk_quads<kFive>(gb, c, u);
+    for (int h = 0; h < 2; ++h) _mm512_store_si512(quads[c + 4 * h], _mm512_sub_epi8(u[h], off));
   }
 }
 
@@ -184,12 +184,12 @@ void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
   using Unpacked = UnpackedLegacy<LegacyFormat<false, kFive>>;
   constexpr int64_t kGroupBytes = kLegacyGroupRows * legacy_plain_bytes(kFive);
-  constexpr int64_t kScratchBytes = 64 << 10;
+  static_assert(Unpacked::kBytes == kLegacyUnpackedBytes);
   const int64_t num_blocks = a.cols / 32;
   const int64_t unpacked_row_bytes = num_blocks * Unpacked::kBytes;
-  const int64_t fit = kScratchBytes / unpacked_row_bytes;  // >= 1: interleaving_pays asks for it
+  const int64_t fit = kLegacyScratchBytes / unpacked_row_bytes;  // >= 1: interleaving_pays asks legacy_row_unpacks
   const int64_t rows_per_pass = fit < kRowBlock ? fit : kRowBlock;
-  alignas(64) uint8_t scratch[kScratchBytes];
+  alignas(64) uint8_t scratch[kLegacyScratchBytes];
   MatmulArgs u = a;
   u.w = scratch;
   u.w_row_bytes = unpacked_row_bytes;

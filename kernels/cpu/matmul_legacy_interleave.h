@@ -19,19 +19,28 @@ constexpr int64_t kLegacyGroupRows = 16;
 
 // Bytes of one plain block: 18 (Q4_0) or 22 (Q5_0).
 constexpr int legacy_plain_bytes(bool five) { return five ? 22 : 18; }
+// Where a group-block's fifth-bit masks (Q5_0) and nibble chunks start.
+constexpr int kLegacyMasksAt = 32;
+constexpr int legacy_nibbles_at(bool five) { return five ? 96 : 32; }
+
+// A prefill unpacks whole rows into a scratch of kLegacyScratchBytes, kLegacyUnpackedBytes per block (f16
+// scale, 32 int8 quants: UnpackedLegacy): the rows a matrix may have to be interleaved.
+constexpr int64_t kLegacyScratchBytes = int64_t(64) << 10;
+constexpr int64_t kLegacyUnpackedBytes = 2 + 32;
+constexpr bool legacy_row_unpacks(int64_t cols) { return cols / 32 * kLegacyUnpackedBytes <= kLegacyScratchBytes; }
 
 // Row i's plain block from the group-block `g`.
 inline void legacy_block_from_group(const uint8_t* g, bool five, int i, uint8_t* out) {
   out[0] = g[2 * i];
   out[1] = g[2 * i + 1];
-  const uint8_t* qs = g + (five ? 96 : 32);
+  const uint8_t* qs = g + legacy_nibbles_at(five);
   uint8_t* to = out + (five ? 6 : 2);
   for (int c = 0; c < 4; ++c) __builtin_memcpy(to + 4 * c, qs + 64 * c + 4 * i, 4);
   if (!five) return;
   uint32_t qh = 0;
   for (int q = 0; q < 8; ++q) {
     uint64_t mask;
-    __builtin_memcpy(&mask, g + 32 + 8 * q, 8);
+    __builtin_memcpy(&mask, g + kLegacyMasksAt + 8 * q, 8);
     qh |= uint32_t((mask >> (4 * i)) & 0xf) << (4 * q);
   }
   __builtin_memcpy(out + 2, &qh, 4);
@@ -39,7 +48,7 @@ inline void legacy_block_from_group(const uint8_t* g, bool five, int i, uint8_t*
 
 // The group-block of 16 plain blocks, blocks[i] for row i.
 inline void legacy_group_from_blocks(const uint8_t* const blocks[kLegacyGroupRows], bool five, uint8_t* g) {
-  uint8_t* qs = g + (five ? 96 : 32);
+  uint8_t* qs = g + legacy_nibbles_at(five);
   uint64_t masks[8] = {};
   for (int i = 0; i < kLegacyGroupRows; ++i) {
     const uint8_t* b = blocks[i];
@@ -51,7 +60,7 @@ inline void legacy_group_from_blocks(const uint8_t* const blocks[kLegacyGroupRow
     __builtin_memcpy(&qh, b + 2, 4);
     for (int q = 0; q < 8; ++q) masks[q] |= uint64_t((qh >> (4 * q)) & 0xf) << (4 * i);
   }
-  if (five) __builtin_memcpy(g + 32, masks, sizeof(masks));
+  if (five) __builtin_memcpy(g + kLegacyMasksAt, masks, sizeof(masks));
 }
 
 // Row r's block b of an interleaved matrix of num_blocks blocks per row, as a plain block.
