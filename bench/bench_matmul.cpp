@@ -1,8 +1,9 @@
 // matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
 // triad and a read-only sweep that measure what the memory system can deliver. Decode (1 token) should approach the
 // triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s, next to fma_peak (the f32
-// multiply-add ceiling of the active ISA on all threads). q8_0i, q4_0i, q5_0i, f16i, bf16i: interleaved
-// as the engine lays them out under AVX-512 (VNNI for Q8_0; kernels::interleave_rows).
+// multiply-add ceiling of the active ISA on all threads). q8_0i, q4_0i, q5_0i, q4_ki, f16i, bf16i:
+// interleaved as the engine lays them out under AVX-512 (VNNI for the integer types; kernels::interleave_rows),
+// where interleaving pays on this CPU.
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
 //   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
@@ -253,10 +254,7 @@ bool register_all() {
                       DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     for (bool interleaved : {false, true}) {
     for (const Shape& s : shapes) {
-      const int64_t group = dtype == DType::Q8_0 || dtype == DType::Q4_0 || dtype == DType::Q5_0 ? kInterleavedRows
-                            : dtype == DType::F16 || dtype == DType::BF16                     ? kHalfInterleavedRows
-                                                                                               : 0;
-      if (s.cols % block_size(dtype) != 0 || (interleaved && (group == 0 || s.rows % group != 0))) continue;
+      if (s.cols % block_size(dtype) != 0 || (interleaved && !interleaving_pays({dtype, nullptr, s.rows, s.cols}))) continue;
       for (int64_t num_tokens : {1, 8, 32, 64, 512}) {
         const std::string name = "matmul/" + std::string(dtype_name(dtype)) + (interleaved ? "i/" : "/") +
                                  std::to_string(s.rows) + "x" + std::to_string(s.cols) + "/t" + std::to_string(num_tokens);

@@ -9,6 +9,7 @@
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_kernels.h"
+#include "kernels/cpu/matmul_kquant_interleave.h"
 #include "kernels/cpu/matmul_legacy_interleave.h"
 #include "kernels/thread_pool.h"
 
@@ -115,8 +116,17 @@ using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
 // The 32-weight formats with a 16-row interleaved layout (matmul_legacy_interleave.h).
 bool is_legacy_interleavable(DType dtype) { return dtype == DType::Q4_0 || dtype == DType::Q5_0; }
+// The formats interleaved block by block, 16 rows' blocks of one column range rearranged in their own bytes
+// (Q4_K: matmul_kquant_interleave.h).
+bool is_block_interleavable(DType dtype) { return is_legacy_interleavable(dtype) || dtype == DType::Q4_K; }
 // The types whose interleaved layout the AVX-512 VNNI kernels read (the integer ones).
-bool is_int8_interleavable(DType dtype) { return dtype == DType::Q8_0 || is_legacy_interleavable(dtype); }
+bool is_int8_interleavable(DType dtype) { return dtype == DType::Q8_0 || is_block_interleavable(dtype); }
+
+// Row i's plain block from a group-block of a block-interleaved type.
+void block_from_group(DType dtype, const uint8_t* g, int i, uint8_t* out) {
+  if (dtype == DType::Q4_K) cpu::q4k_block_from_group(g, i, out);
+  else cpu::legacy_block_from_group(g, dtype == DType::Q5_0, i, out);
+}
 
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
   if (interleaved && is_int8_interleavable(dtype))
@@ -138,6 +148,7 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
 int64_t interleaved_group(DType dtype) {
   if (dtype == DType::Q8_0) return kInterleavedRows;
   if (is_legacy_interleavable(dtype)) return cpu::kLegacyGroupRows;
+  if (dtype == DType::Q4_K) return cpu::kKQuantGroupRows;
   return dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
 }
 
@@ -282,7 +293,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.num_tokens = num_tokens;
     a.interleaved = w.interleaved;
     if (w.interleaved && (interleaved_group(w.dtype) == 0 || w.rows % interleaved_group(w.dtype) != 0))
-      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / Q4_0 / Q5_0 / F16 / BF16 with whole row groups", w.rows);
+      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / Q4_0 / Q5_0 / Q4_K / F16 / BF16 with whole row groups", w.rows);
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (w.interleaved && block == 1 && num_tokens > 1) {
@@ -360,7 +371,7 @@ bool interleaving_pays(const WeightMatrix& w) {
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   const int64_t rows_per_group = interleaved_group(w.dtype);
   if (rows_per_group == 0 || w.interleaved || w.rows % rows_per_group != 0)
-    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / Q4_0 / Q5_0 / F16 / BF16 matrix of whole row groups", w.rows);
+    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / Q4_0 / Q5_0 / Q4_K / F16 / BF16 matrix of whole row groups", w.rows);
   const int64_t row_bytes = kernels::row_bytes(w.dtype, w.cols);
   auto* dst = static_cast<uint8_t*>(out);
   // Group g's plain rows and its interleaved bytes span the same bytes: each group is copied out first, so
@@ -369,13 +380,13 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   for (int64_t g = 0; g < w.rows / rows_per_group; ++g) {
     std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * rows_per_group * row_bytes, group.size());
     uint8_t* to = dst + g * rows_per_group * row_bytes;
-    if (is_legacy_interleavable(w.dtype)) {  // block by block (matmul_legacy_interleave.h)
-      const bool five = w.dtype == DType::Q5_0;
-      const int bytes = cpu::legacy_plain_bytes(five);
-      for (int64_t b = 0; b < w.cols / 32; ++b) {
-        const uint8_t* blocks[cpu::kLegacyGroupRows];
+    if (is_block_interleavable(w.dtype)) {  // block by block
+      const int bytes = block_bytes(w.dtype);
+      for (int64_t b = 0; b < w.cols / block_size(w.dtype); ++b) {
+        const uint8_t* blocks[16];
         for (int64_t i = 0; i < rows_per_group; ++i) blocks[i] = group.data() + i * row_bytes + b * bytes;
-        cpu::legacy_group_from_blocks(blocks, five, to + b * rows_per_group * bytes);
+        if (w.dtype == DType::Q4_K) cpu::q4k_group_from_blocks(blocks, to + b * rows_per_group * bytes);
+        else cpu::legacy_group_from_blocks(blocks, w.dtype == DType::Q5_0, to + b * rows_per_group * bytes);
       }
       continue;
     }
@@ -406,12 +417,14 @@ void matrix_row(const WeightMatrix& w, int64_t r, float* out) {
     dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * row_bytes(w.dtype, w.cols), out, w.cols);
     return;
   }
-  if (is_legacy_interleavable(w.dtype)) {  // the row's blocks made plain again
-    const bool five = w.dtype == DType::Q5_0;
+  if (is_block_interleavable(w.dtype)) {  // the row's blocks made plain again
+    const int64_t group = interleaved_group(w.dtype), num_blocks = w.cols / block_size(w.dtype);
+    const int bytes = block_bytes(w.dtype);
     std::vector<uint8_t> plain(size_t(row_bytes(w.dtype, w.cols)));
-    for (int64_t b = 0; b < w.cols / 32; ++b)
-      cpu::legacy_interleaved_block(static_cast<const uint8_t*>(w.data), w.cols / 32, five, r, b,
-                                    plain.data() + b * cpu::legacy_plain_bytes(five));
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* g = static_cast<const uint8_t*>(w.data) + ((r / group) * num_blocks + b) * group * bytes;
+      block_from_group(w.dtype, g, int(r % group), plain.data() + b * bytes);
+    }
     dequantize_row(w.dtype, plain.data(), out, w.cols);
     return;
   }

@@ -6,12 +6,15 @@
 //   block dot: 8 vpdpbusd per block, one per 4-column quad, each with the token's 4 quants broadcast;
 //   then one float step per block for 16 outputs, the scalar kernel's (dw * dx) * dot, added in block
 //   order. Results equal matmul_rows_scalar's bit for bit, whatever the tokens and rows of a call.
+//   Interleaved Q4_0 / Q5_0 / Q4_K: 16 rows per 512-bit vector as well, in the plain kernels' lanes and
+//   float order (matmul_quant_formula.h), so results equal theirs bit for bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstring>
 
+#include "kernels/cpu/matmul_kquant_interleave.h"
 #include "kernels/cpu/matmul_legacy_interleave.h"
 #include "kernels/cpu/matmul_q8_int8.h"
 #include "kernels/cpu/matmul_quant_int8.h"
@@ -220,10 +223,119 @@ void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
 }
 
+// The 6-bit scales and mins of a Q4_K group-block's 16 rows, row i in dword lane i, a byte each, as
+// Q45KFormat::scales unpacks one row's: sc[0] bytes sc_0 .. sc_3, sc[1] sc_4 .. sc_7, mn[0] m_0 .. m_3, mn[1]
+// m_4 .. m_7.
+struct Q4KGroupScales {
+  __m512i sc[2], mn[2];
+};
+
+inline Q4KGroupScales q4k_group_scales(const uint8_t* gb) {
+  const __m512i z0 = _mm512_loadu_si512(gb + kQ4KScalesAt), z1 = _mm512_loadu_si512(gb + kQ4KScalesAt + 64);
+  const __m512i z2 = _mm512_loadu_si512(gb + kQ4KScalesAt + 128);
+  const __m512i six = _mm512_set1_epi8(0x3f), four = _mm512_set1_epi8(0x0f), top = _mm512_set1_epi8(0x30);
+  Q4KGroupScales s;
+  s.sc[0] = _mm512_and_si512(z0, six);
+  s.mn[0] = _mm512_and_si512(z1, six);
+  s.sc[1] = _mm512_or_si512(_mm512_and_si512(z2, four), _mm512_and_si512(_mm512_srli_epi32(z0, 2), top));
+  s.mn[1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(z2, 4), four), _mm512_and_si512(_mm512_srli_epi32(z1, 2), top));
+  return s;
+}
+
+// vpshufb controls that put byte k of each dword into its int16 halves (dup) or its low byte alone.
+constexpr int byte_pick(int k, int p, bool dup) { return (4 * p + k) | 0x80 << 8 | (dup ? 4 * p + k : 0x80) << 16 | 0x80 << 24; }
+inline __m512i byte_of_dwords(__m512i v, int k, bool dup) {
+  const int c0 = byte_pick(k, 0, dup), c1 = byte_pick(k, 1, dup), c2 = byte_pick(k, 2, dup), c3 = byte_pick(k, 3, dup);
+  return _mm512_shuffle_epi8(v, _mm512_setr_epi32(c0, c1, c2, c3, c0, c1, c2, c3, c0, c1, c2, c3, c0, c1, c2, c3));
+}
+
+// Interleaved Q4_K (matmul_kquant_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16]. Lane i
+// of each vector is row i. Per super-block and 4-column quad q: for each chunk k, maddubs of the 16 rows'
+// nibbles with the token's 4 quants, times sc_k in a vpdpwssd, summed over k: lane q of matmul_quant_formula.h
+// (exact, so the order of k does not matter), folded into its own float accumulator with d and, through the
+// chunk's activation sum, m_q and dmin; the 8 are added in legacy_reduce's order. So every row gets the
+// plain kernels' bits, 16 rows per instruction instead of one.
+template <int T>
+void q4k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
+  constexpr int64_t kGroupBytes = kKQuantGroupRows * kQ4KBytes;
+  const int64_t num_blocks = a.cols / 256;
+  const uint8_t* w = a.w + g * num_blocks * kGroupBytes;
+  const int8_t* xq = a.xq + t0 * a.cols;
+  const float* xd = a.xd + t0 * num_blocks;
+  const int16_t* xs = a.xs + t0 * (a.cols / 16);
+  const __m512i low4 = _mm512_set1_epi8(0x0f);
+  __m512 acc[8][T];
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; ++q)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* gb = w + b * kGroupBytes;
+    prefetch_stream(gb, kGroupBytes);
+    const Q4KGroupScales s = q4k_group_scales(gb);
+    __m512i sc[8];  // int16 pairs of sc_k
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) sc[k] = byte_of_dwords(s.sc[k / 4], k % 4, true);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kQ4KMinsAt)));
+    __m512 dd[T], dm[T];
+    alignas(32) float xsum[T][8];  // the token's sums of xq over each chunk
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) {
+      const __m512 dx = _mm512_set1_ps(xd[t * num_blocks + b]);
+      dd[t] = _mm512_mul_ps(d, dx);
+      dm[t] = _mm512_mul_ps(dmin, dx);
+      const __m256i s16 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xs + t * (a.cols / 16) + 16 * b));
+      _mm256_store_ps(xsum[t], _mm256_cvtepi32_ps(_mm256_madd_epi16(s16, _mm256_set1_epi16(1))));
+    }
+#pragma GCC unroll 8
+    for (int q = 0; q < 8; ++q) {
+      __m512i l[T];
+#pragma GCC unroll 4
+      for (int h = 0; h < 4; ++h) {
+        const __m512i n = _mm512_loadu_si512(gb + kQ4KNibblesAt + 64 * (4 * q + h));
+        const __m512i u0 = _mm512_and_si512(n, low4), u1 = _mm512_and_si512(_mm512_srli_epi16(n, 4), low4);
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) {
+          const int8_t* x = xq + t * a.cols + 256 * b + 64 * h + 4 * q;
+          const __m512i p0 = _mm512_maddubs_epi16(u0, _mm512_set1_epi32(load_i32(x)));
+          const __m512i p1 = _mm512_maddubs_epi16(u1, _mm512_set1_epi32(load_i32(x + 32)));
+          l[t] = h == 0 ? _mm512_madd_epi16(p0, sc[0]) : _mm512_dpwssd_epi32(l[t], p0, sc[2 * h]);
+          l[t] = _mm512_dpwssd_epi32(l[t], p1, sc[2 * h + 1]);
+        }
+      }
+      const __m512 mq = _mm512_cvtepi32_ps(byte_of_dwords(s.mn[q / 4], q % 4, false));
+#pragma GCC unroll 2
+      for (int t = 0; t < T; ++t) {
+        acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l[t]), dd[t], acc[q][t]);
+        acc[q][t] = _mm512_fnmadd_ps(_mm512_mul_ps(mq, _mm512_set1_ps(xsum[t][q])), dm[t], acc[q][t]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
+                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
+    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kKQuantGroupRows, sum);
+  }
+}
+
+// Interleaved Q4_K, rows [row_begin, row_end) (whole groups): q4k_group_tile, two tokens at a time, at
+// every batch size. It beats unpacking rows for the per-row kernel even at 512 tokens (bench_matmul
+// q4_ki 2048x5632, 2 threads: t8 431 against 1284 us, t32 2035 against 3271, t512 27.5 against 51.2 ms).
+void q4k_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t g = row_begin / kKQuantGroupRows; g < row_end / kKQuantGroupRows; ++g) {
+    int64_t t0 = 0;
+    for (; t0 + 2 <= a.num_tokens; t0 += 2) q4k_group_tile<2>(a, g, t0);
+    if (t0 < a.num_tokens) q4k_group_tile<1>(a, g, t0);
+  }
+}
+
 }  // namespace
 
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.interleaved && a.dtype == DType::Q5_0) legacy_interleaved<true>(a, row_begin, row_end);
+  if (a.interleaved && a.dtype == DType::Q4_K) q4k_interleaved(a, row_begin, row_end);
+  else if (a.interleaved && a.dtype == DType::Q5_0) legacy_interleaved<true>(a, row_begin, row_end);
   else if (a.interleaved && a.dtype == DType::Q4_0) legacy_interleaved<false>(a, row_begin, row_end);
   else if (a.interleaved) matmul_interleaved(a, row_begin, row_end);
   else if (a.dtype == DType::Q8_0) run_tiled<Block32Kernel<Q8Format, VnniDot, 32>>(a, row_begin, row_end);
