@@ -90,8 +90,9 @@ constexpr int64_t kRowBlock = 32;
 constexpr int64_t kMinMacsPerTask = int64_t(1) << 15;
 // Matrices in one matmul() group (Q, K, V).
 constexpr size_t kMaxTargets = 4;
-// Tokens up to which the SIMD kernels may run Q4_0 .. Q5_1 straight from their blocks (their token tile,
-// matmul_tiling.h), and need MatmulArgs::xo; above it they unpack rows and xo stays null.
+// Tokens up to which the SIMD kernels may run plain Q4_0 .. Q5_1 straight from their blocks (their token
+// tile, matmul_tiling.h), and need MatmulArgs::xo; above it they unpack rows. Interleaved Q4_0 / Q5_0 run
+// from their blocks, with xo, at any number of tokens.
 constexpr int64_t kMaxDirectTokens = 4;
 // Tasks per pool thread. At a few tokens (the weight stream is the cost): one contiguous band of rows
 // each, which each thread streams in one run that the hardware prefetchers follow; finer tasks interleave
@@ -255,7 +256,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   const int64_t cols = targets[0].w->cols;
   // Activations quantised once per kind the group needs (0: blocks of 32 for Q8_0 .. Q5_1, 1: blocks of 256
   // for the K-quants), per calling thread, reused across calls: [num_tokens, cols] quants, [num_tokens,
-  // cols / block] scales, [num_tokens, cols / 32] Q8_1 sums and, for Q4_0 .. Q5_1 at a few tokens,
+  // cols / block] scales, [num_tokens, cols / 32] Q8_1 sums and, for Q4_0 .. Q5_1 run from their blocks,
   // [num_tokens, cols / 4] offset lanes (block 32), [num_tokens, cols / 16] sums (256).
   struct Activations {
     std::vector<int8_t> xq;
@@ -267,9 +268,11 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   bool quantized[2] = {};
   thread_local std::vector<float> packed;  // MatmulArgs::xt, where an interleaved F16 / BF16 matrix takes part
   bool is_packed = false;
-  // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel.
-  const bool offsets = num_tokens <= kMaxDirectTokens &&
-                       std::any_of(targets.begin(), targets.end(), [](const MatmulTarget& g) { return is_legacy_quant(g.w->dtype); });
+  // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel: plain at a few tokens,
+  // interleaved at any number.
+  const bool offsets = std::any_of(targets.begin(), targets.end(), [num_tokens](const MatmulTarget& g) {
+    return is_legacy_quant(g.w->dtype) && (num_tokens <= kMaxDirectTokens || g.w->interleaved);
+  });
   // Block sums where an interleaved Q8_0 matrix takes part.
   const bool corrections = std::any_of(targets.begin(), targets.end(),
                                        [](const MatmulTarget& g) { return g.w->interleaved && g.w->dtype == DType::Q8_0; });
@@ -363,9 +366,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 bool interleaving_pays(const WeightMatrix& w) {
   const int64_t group = interleaved_group(w.dtype);
   const cpu::Isa needs = is_int8_interleavable(w.dtype) ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
-  // Q4_0 / Q5_0: a prefill unpacks at least one whole row into the kernel's scratch.
-  const bool row_fits = !is_legacy_interleavable(w.dtype) || cpu::legacy_row_unpacks(w.cols);
-  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && row_fits && cpu::active_isa() >= needs;
+  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && cpu::active_isa() >= needs;
 }
 
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {

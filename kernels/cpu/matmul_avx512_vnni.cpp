@@ -110,8 +110,8 @@ inline void legacy_chunk_quads(const uint8_t* gb, int c, __m512i u[2]) {
   }
 }
 
-// Interleaved Q4_0 / Q5_0 (matmul_legacy_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16] at a few tokens
-// (MatmulArgs::xo set). Per block, each 4-column quad q of the 16 rows is one vector of unsigned quants u
+// Interleaved Q4_0 / Q5_0 (matmul_legacy_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16] (MatmulArgs::xo
+// set). Per block, each 4-column quad q of the 16 rows is one vector of unsigned quants u
 // (nibbles, plus 16 where Q5_0's fifth bit is set): lane i = row i's u . x over the quad, from the start
 // -off * (the quad's sum of x) (xo: off 16 for Q5_0, 8 for Q4_0), is lane q of row i in
 // matmul_quant_formula.h, and goes into its own float accumulator; the 8 are added in legacy_reduce's order.
@@ -160,66 +160,16 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   }
 }
 
-// The 16 rows' signed quants of one group-block, quad by quad: quads[q][i] = row i's 4 quants of columns
-// 4q .. 4q + 3 (u - 16 for Q5_0, u - 8 for Q4_0), as a plain block unpacks to.
-template <bool kFive>
-void legacy_group_quads(const uint8_t* gb, int32_t quads[8][kLegacyGroupRows]) {
-  const __m512i off = _mm512_set1_epi8(kFive ? 16 : 8);
-  for (int c = 0; c < 4; ++c) {
-    __m512i u[2];
-    legacy_chunk_quads<kFive>(gb, c, u);
-    for (int h = 0; h < 2; ++h) _mm512_store_si512(quads[c + 4 * h], _mm512_sub_epi8(u[h], off));
-  }
-}
-
-// Interleaved Q4_0 / Q5_0, rows [row_begin, row_end) (whole groups). A few tokens: legacy_group_tile, two
-// tokens at a time. More: the rows unpacked a few at a time into the scratch layout run_unpacking gives
-// plain rows (legacy_group_quads), for the same kernel and the same bits.
+// Interleaved Q4_0 / Q5_0, rows [row_begin, row_end) (whole groups): legacy_group_tile, two tokens at a
+// time, at every batch size (MatmulArgs::xo set). It beats unpacking rows for the per-row kernel even at
+// 512 tokens (bench_matmul q5_0i, 2 threads: 3072x576 t8 117 against 317 us, t512 4.95 against 8.28 ms;
+// 576x1536 t512 3.37 against 4.97 ms).
 template <bool kFive>
 void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.num_tokens <= kTokenTile && a.xo != nullptr) {
-    for (int64_t g = row_begin / kLegacyGroupRows; g < row_end / kLegacyGroupRows; ++g) {
-      int64_t t0 = 0;
-      for (; t0 + 2 <= a.num_tokens; t0 += 2) legacy_group_tile<kFive, 2>(a, g, t0);
-      if (t0 < a.num_tokens) legacy_group_tile<kFive, 1>(a, g, t0);
-    }
-    return;
-  }
-  using Unpacked = UnpackedLegacy<LegacyFormat<false, kFive>>;
-  constexpr int64_t kGroupBytes = kLegacyGroupRows * legacy_plain_bytes(kFive);
-  static_assert(Unpacked::kBytes == kLegacyUnpackedBytes);
-  const int64_t num_blocks = a.cols / 32;
-  const int64_t unpacked_row_bytes = num_blocks * Unpacked::kBytes;
-  const int64_t fit = kLegacyScratchBytes / unpacked_row_bytes;  // >= 1: interleaving_pays asks legacy_row_unpacks
-  const int64_t rows_per_pass = fit < kRowBlock ? fit : kRowBlock;
-  alignas(64) uint8_t scratch[kLegacyScratchBytes];
-  MatmulArgs u = a;
-  u.w = scratch;
-  u.w_row_bytes = unpacked_row_bytes;
-  u.interleaved = false;
-  u.xo = nullptr;
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += rows_per_pass) {
-    const int64_t num_rows = row_end - r0 < rows_per_pass ? row_end - r0 : rows_per_pass;
-    prefetch_ahead(a, r0, rows_per_pass, row_begin, row_end);
-    for (int64_t r = 0; r < num_rows;) {  // the pass's rows of one group at a time
-      const int64_t g = (r0 + r) / kLegacyGroupRows, i0 = (r0 + r) % kLegacyGroupRows;
-      const int64_t n = kLegacyGroupRows - i0 < num_rows - r ? kLegacyGroupRows - i0 : num_rows - r;
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        const uint8_t* gb = a.w + (g * num_blocks + b) * kGroupBytes;
-        alignas(64) int32_t quads[8][kLegacyGroupRows];  // the signed quants of quad q, row i
-        legacy_group_quads<kFive>(gb, quads);
-        for (int64_t k = 0; k < n; ++k) {
-          const int64_t i = i0 + k;
-          uint8_t* dst = scratch + (r + k) * unpacked_row_bytes + b * Unpacked::kBytes;
-          dst[0] = gb[2 * i];
-          dst[1] = gb[2 * i + 1];
-          for (int q = 0; q < 8; ++q) __builtin_memcpy(dst + 2 + 4 * q, &quads[q][i], 4);
-        }
-      }
-      r += n;
-    }
-    u.y = a.y + r0;  // row r of the scratch is output row r0 + r; the row stride of y stays a.rows
-    run_tiled<Block32Kernel<Unpacked, VnniDot, 32>>(u, 0, num_rows);
+  for (int64_t g = row_begin / kLegacyGroupRows; g < row_end / kLegacyGroupRows; ++g) {
+    int64_t t0 = 0;
+    for (; t0 + 2 <= a.num_tokens; t0 += 2) legacy_group_tile<kFive, 2>(a, g, t0);
+    if (t0 < a.num_tokens) legacy_group_tile<kFive, 1>(a, g, t0);
   }
 }
 

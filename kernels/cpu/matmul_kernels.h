@@ -30,9 +30,9 @@ struct MatmulArgs {
   // Q8_0 .. Q5_1: xd holds the scales rounded to f16, and xm [num_tokens, cols / 32] the f32 scale times
   // the block's sum of xq, rounded to f16 (llama.cpp's Q8_0 / Q8_1 blocks store d and s so).
   const float* xm = nullptr;
-  // Q4_0 .. Q5_1 at a few tokens (the SIMD kernels multiply their unsigned quants u, see
-  // matmul_quant_int8.h): [num_tokens, cols / 32, 8] -16 times each 4-quant group sum of xq, so that
-  // u . x - 16 sum(x) (Q5_0: u - 16; Q4_0 halves it) is one dot product from this start.
+  // Q4_0 .. Q5_1 at a few tokens, interleaved Q4_0 / Q5_0 at any (the SIMD kernels multiply their
+  // unsigned quants u, see matmul_quant_int8.h): [num_tokens, cols / 32, 8] -16 times each 4-quant group
+  // sum of xq, so that u . x - 16 sum(x) (Q5_0: u - 16; Q4_0 halves it) is one dot product from this start.
   const int32_t* xo = nullptr;
   // WeightMatrix::interleaved (w points at row 0's group, w_row_bytes still one row's bytes). Q8_0 then
   // needs xc: [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of u8 quants q + 128

@@ -23,12 +23,6 @@ constexpr int legacy_plain_bytes(bool five) { return five ? 22 : 18; }
 constexpr int kLegacyMasksAt = 32;
 constexpr int legacy_nibbles_at(bool five) { return five ? 96 : 32; }
 
-// A prefill unpacks whole rows into a scratch of kLegacyScratchBytes, kLegacyUnpackedBytes per block (f16
-// scale, 32 int8 quants: UnpackedLegacy): the rows a matrix may have to be interleaved.
-constexpr int64_t kLegacyScratchBytes = int64_t(64) << 10;
-constexpr int64_t kLegacyUnpackedBytes = 2 + 32;
-constexpr bool legacy_row_unpacks(int64_t cols) { return cols / 32 * kLegacyUnpackedBytes <= kLegacyScratchBytes; }
-
 // Row i's plain block from the group-block `g`.
 inline void legacy_block_from_group(const uint8_t* g, bool five, int i, uint8_t* out) {
   out[0] = g[2 * i];

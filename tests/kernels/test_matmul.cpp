@@ -448,10 +448,10 @@ TEST_CASE("interleaving_pays: Q8_0 / Q4_0 / Q5_0 / Q4_K with rows a multiple of 
     CHECK(interleaving_pays(q4) == (isa >= Isa::Avx512Vnni));
     CHECK(interleaving_pays(q5) == (isa >= Isa::Avx512Vnni));
     CHECK_FALSE(interleaving_pays(q5_odd));
-    CHECK_FALSE(interleaving_pays(q5_long));  // a prefill could not unpack one row into the scratch
+    CHECK(interleaving_pays(q5_long) == (isa >= Isa::Avx512Vnni));  // no scratch: every batch runs the group tile
     CHECK_FALSE(interleaving_pays(q4_1));
     CHECK(interleaving_pays(q4_k) == (isa >= Isa::Avx512Vnni));
-    CHECK(interleaving_pays(q4_k_long) == (isa >= Isa::Avx512Vnni));  // no scratch: every batch runs the group tile
+    CHECK(interleaving_pays(q4_k_long) == (isa >= Isa::Avx512Vnni));
     CHECK_FALSE(interleaving_pays(q4_k_odd));
     CHECK_FALSE(interleaving_pays(q6_k));
     CHECK(interleaving_pays(q8) == (isa >= Isa::Avx512Vnni));

@@ -251,9 +251,8 @@ TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, an
 
 TEST_CASE("interleaved Q4_0 / Q5_0 / Q4_K give the plain matrix's bits under every ISA, alone and in any batch") {
   // The plain matrix on the scalar ISA is the reference. The interleaved one runs the 16-row VNNI kernel in
-  // tiles of 2 and 1 tokens (Q4_0 / Q5_0: up to 4 tokens, the unpacking path above), on VNNI; the scalar
-  // kernel reading it block by block elsewhere. 48 rows: three groups, so a 2-thread split lands inside the
-  // second.
+  // tiles of 2 and 1 tokens on VNNI, the scalar kernel reading it block by block elsewhere. 48 rows: three
+  // groups, so a 2-thread split lands inside the second.
   test::IsaGuard restore;
   const int64_t rows = 48, num_tokens = 9;
   for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K}) {
