@@ -6,7 +6,7 @@
 //   block dot: 8 vpdpbusd per block, one per 4-column quad, each with the token's 4 quants broadcast;
 //   then one float step per block for 16 outputs, the scalar kernel's (dw * dx) * dot, added in block
 //   order. Results equal matmul_rows_scalar's bit for bit, whatever the tokens and rows of a call.
-//   Interleaved Q4_0 / Q5_0 / Q4_K: 16 rows per 512-bit vector as well, in the plain kernels' lanes and
+//   Interleaved Q4_0 / Q5_0 / Q4_K / Q5_K: 16 rows per 512-bit vector as well, in the plain kernels' lanes and
 //   float order (matmul_quant_formula.h), so results equal theirs bit for bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -173,18 +173,18 @@ void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
 }
 
-// The 6-bit scales and mins of a Q4_K group-block's 16 rows, row i in dword lane i, a byte each, as
+// The 6-bit scales and mins of a Q4_K / Q5_K group-block's 16 rows, row i in dword lane i, a byte each, as
 // Q45KFormat::scales unpacks one row's: sc[0] bytes sc_0 .. sc_3, sc[1] sc_4 .. sc_7, mn[0] m_0 .. m_3, mn[1]
 // m_4 .. m_7.
-struct Q4KGroupScales {
+struct KQuantGroupScales {
   __m512i sc[2], mn[2];
 };
 
-inline Q4KGroupScales q4k_group_scales(const uint8_t* gb) {
-  const __m512i z0 = _mm512_loadu_si512(gb + kQ4KScalesAt), z1 = _mm512_loadu_si512(gb + kQ4KScalesAt + 64);
-  const __m512i z2 = _mm512_loadu_si512(gb + kQ4KScalesAt + 128);
+inline KQuantGroupScales kquant_group_scales(const uint8_t* gb) {
+  const __m512i z0 = _mm512_loadu_si512(gb + kKQuantScalesAt), z1 = _mm512_loadu_si512(gb + kKQuantScalesAt + 64);
+  const __m512i z2 = _mm512_loadu_si512(gb + kKQuantScalesAt + 128);
   const __m512i six = _mm512_set1_epi8(0x3f), four = _mm512_set1_epi8(0x0f), top = _mm512_set1_epi8(0x30);
-  Q4KGroupScales s;
+  KQuantGroupScales s;
   s.sc[0] = _mm512_and_si512(z0, six);
   s.mn[0] = _mm512_and_si512(z1, six);
   s.sc[1] = _mm512_or_si512(_mm512_and_si512(z2, four), _mm512_and_si512(_mm512_srli_epi32(z0, 2), top));
@@ -199,15 +199,15 @@ inline __m512i byte_of_dwords(__m512i v, int k, bool dup) {
   return _mm512_shuffle_epi8(v, _mm512_setr_epi32(c0, c1, c2, c3, c0, c1, c2, c3, c0, c1, c2, c3, c0, c1, c2, c3));
 }
 
-// Interleaved Q4_K (matmul_kquant_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16]. Lane i
-// of each vector is row i. Per super-block and 4-column quad q: for each chunk k, maddubs of the 16 rows'
-// nibbles with the token's 4 quants, times sc_k in a vpdpwssd, summed over k: lane q of matmul_quant_formula.h
+// Interleaved Q4_K / Q5_K (matmul_kquant_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16]. Lane i of
+// each vector is row i. Per super-block and 4-column quad q: for each chunk k, maddubs of the 16 rows'
+// quants (nibbles, plus 16 where Q5_K's fifth bit is set) with the token's 4 quants, times sc_k in a vpdpwssd, summed over k: lane q of matmul_quant_formula.h
 // (exact, so the order of k does not matter), folded into its own float accumulator with d and, through the
 // chunk's activation sum, m_q and dmin; the 8 are added in legacy_reduce's order. So every row gets the
 // plain kernels' bits, 16 rows per instruction instead of one.
-template <int T>
-void q4k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
-  constexpr int64_t kGroupBytes = kKQuantGroupRows * kQ4KBytes;
+template <bool kFive, int T>
+void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
+  constexpr int64_t kGroupBytes = kKQuantGroupRows * kquant_plain_bytes(kFive);
   const int64_t num_blocks = a.cols / 256;
   const uint8_t* w = a.w + g * num_blocks * kGroupBytes;
   const int8_t* xq = a.xq + t0 * a.cols;
@@ -222,12 +222,12 @@ void q4k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
     prefetch_stream(gb, kGroupBytes);
-    const Q4KGroupScales s = q4k_group_scales(gb);
+    const KQuantGroupScales s = kquant_group_scales(gb);
     __m512i sc[8];  // int16 pairs of sc_k
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) sc[k] = byte_of_dwords(s.sc[k / 4], k % 4, true);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kQ4KMinsAt)));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kKQuantMinsAt)));
     __m512 dd[T], dm[T];
     alignas(32) float xsum[T][8];  // the token's sums of xq over each chunk
 #pragma GCC unroll 2
@@ -241,10 +241,16 @@ void q4k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 #pragma GCC unroll 8
     for (int q = 0; q < 8; ++q) {
       __m512i l[T];
+      __m512i high;  // Q5_K: bit k of each byte, column 4q + e's fifth bit in chunk k
+      if constexpr (kFive) high = _mm512_loadu_si512(gb + kKQuantHighAt + 64 * q);
 #pragma GCC unroll 4
       for (int h = 0; h < 4; ++h) {
-        const __m512i n = _mm512_loadu_si512(gb + kQ4KNibblesAt + 64 * (4 * q + h));
-        const __m512i u0 = _mm512_and_si512(n, low4), u1 = _mm512_and_si512(_mm512_srli_epi16(n, 4), low4);
+        const __m512i n = _mm512_loadu_si512(gb + kquant_nibbles_at(kFive) + 64 * (4 * q + h));
+        __m512i u0 = _mm512_and_si512(n, low4), u1 = _mm512_and_si512(_mm512_srli_epi16(n, 4), low4);
+        if constexpr (kFive) {
+          u0 = _mm512_mask_add_epi8(u0, _mm512_test_epi8_mask(high, _mm512_set1_epi8(char(1 << (2 * h)))), u0, _mm512_set1_epi8(16));
+          u1 = _mm512_mask_add_epi8(u1, _mm512_test_epi8_mask(high, _mm512_set1_epi8(char(2 << (2 * h)))), u1, _mm512_set1_epi8(16));
+        }
 #pragma GCC unroll 2
         for (int t = 0; t < T; ++t) {
           const int8_t* x = xq + t * a.cols + 256 * b + 64 * h + 4 * q;
@@ -270,21 +276,23 @@ void q4k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   }
 }
 
-// Interleaved Q4_K, rows [row_begin, row_end) (whole groups): q4k_group_tile, two tokens at a time, at
-// every batch size. It beats unpacking rows for the per-row kernel even at 512 tokens (bench_matmul
+// Interleaved Q4_K / Q5_K, rows [row_begin, row_end) (whole groups): kquant_group_tile, two tokens at a
+// time, at every batch size. It beats unpacking rows for the per-row kernel even at 512 tokens (bench_matmul
 // q4_ki 2048x5632, 2 threads: t8 431 against 1284 us, t32 2035 against 3271, t512 27.5 against 51.2 ms).
-void q4k_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+template <bool kFive>
+void kquant_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t g = row_begin / kKQuantGroupRows; g < row_end / kKQuantGroupRows; ++g) {
     int64_t t0 = 0;
-    for (; t0 + 2 <= a.num_tokens; t0 += 2) q4k_group_tile<2>(a, g, t0);
-    if (t0 < a.num_tokens) q4k_group_tile<1>(a, g, t0);
+    for (; t0 + 2 <= a.num_tokens; t0 += 2) kquant_group_tile<kFive, 2>(a, g, t0);
+    if (t0 < a.num_tokens) kquant_group_tile<kFive, 1>(a, g, t0);
   }
 }
 
 }  // namespace
 
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.interleaved && a.dtype == DType::Q4_K) q4k_interleaved(a, row_begin, row_end);
+  if (a.interleaved && a.dtype == DType::Q4_K) kquant_interleaved<false>(a, row_begin, row_end);
+  else if (a.interleaved && a.dtype == DType::Q5_K) kquant_interleaved<true>(a, row_begin, row_end);
   else if (a.interleaved && a.dtype == DType::Q5_0) legacy_interleaved<true>(a, row_begin, row_end);
   else if (a.interleaved && a.dtype == DType::Q4_0) legacy_interleaved<false>(a, row_begin, row_end);
   else if (a.interleaved) matmul_interleaved(a, row_begin, row_end);

@@ -1,15 +1,18 @@
-// The interleaved layout of Q4_K matrices (kernels/matmul.h): 16 rows per group, and per group and
+// The interleaved layout of Q4_K and Q5_K matrices (kernels/matmul.h): 16 rows per group, and per group and
 // 256-column super-block the 16 rows' super-blocks rearranged so that one 512-bit load holds one 4-column
 // quad of all 16 rows for two chunks of 32 (matmul_avx512_vnni.cpp). The same bytes as the 16 plain blocks:
 //   [0, 32)             the 16 f16 scales d, row i at 2i
 //   [32, 64)            the 16 f16 scales dmin, row i at 32 + 2i
 //   [64, 256)           the packed 6-bit scales and mins: 3 words of 64 bytes, word j's bytes 4i .. 4i + 3 =
 //                       bytes 4j .. 4j + 3 of row i's 12
+//   Q5_K: [256, 768)    the fifth bits: 8 x 64 bytes, vector q's bytes 4i .. 4i + 3 = bytes 4q .. 4q + 3 of
+//                       row i's qh, so bit k of each is column 4q + e's fifth bit in chunk k
 //   then 32 x 64 bytes  the nibbles: vector 4q + h, bytes 4i .. 4i + 3 = bytes 32h + 4q .. 32h + 4q + 3 of row
-//                       i's qs, so their low nibbles are columns 4q + k of chunk 2h, their high nibbles those
+//                       i's qs, so their low nibbles are columns 4q + e of chunk 2h, their high nibbles those
 //                       of chunk 2h + 1 (quad-major: the kernel reads the vectors in order)
-// A plain block is d, dmin (f16), the 12 scale bytes (kquant_scale_min), then qs (128 bytes: byte 32h + j
-// holds column j of chunk 2h in its low nibble and of chunk 2h + 1 in its high one), as GGUF stores them.
+// A plain block is d, dmin (f16), the 12 scale bytes (kquant_scale_min), for Q5_K qh (32 bytes: bit k of
+// byte j is column j's fifth bit in chunk k), then qs (128 bytes: byte 32h + j holds column j of chunk 2h in
+// its low nibble and of chunk 2h + 1 in its high one), as GGUF stores them.
 //
 // NOTE: anonymous namespace: included by the per-ISA files (see matmul_kernels.h).
 #pragma once
@@ -19,35 +22,47 @@ namespace inflight::kernels::cpu {
 namespace {
 
 constexpr int64_t kKQuantGroupRows = 16;
-constexpr int kQ4KBytes = 144;  // one plain Q4_K super-block
-// Where a group-block's dmin, scale words and nibble vectors start.
-constexpr int kQ4KMinsAt = 32, kQ4KScalesAt = 64, kQ4KNibblesAt = 256;
+// Bytes of one plain super-block: 144 (Q4_K) or 176 (Q5_K).
+constexpr int kquant_plain_bytes(bool five) { return five ? 176 : 144; }
+// Where a group-block's dmin, scale words, fifth bits (Q5_K) and nibble vectors start.
+constexpr int kKQuantMinsAt = 32, kKQuantScalesAt = 64, kKQuantHighAt = 256;
+constexpr int kquant_nibbles_at(bool five) { return five ? 768 : 256; }
 
 // Row i's plain super-block from the group-block `g`.
-inline void q4k_block_from_group(const uint8_t* g, int i, uint8_t* out) {
+inline void kquant_block_from_group(const uint8_t* g, bool five, int i, uint8_t* out) {
   __builtin_memcpy(out, g + 2 * i, 2);
-  __builtin_memcpy(out + 2, g + kQ4KMinsAt + 2 * i, 2);
-  for (int j = 0; j < 3; ++j) __builtin_memcpy(out + 4 + 4 * j, g + kQ4KScalesAt + 64 * j + 4 * i, 4);
+  __builtin_memcpy(out + 2, g + kKQuantMinsAt + 2 * i, 2);
+  for (int j = 0; j < 3; ++j) __builtin_memcpy(out + 4 + 4 * j, g + kKQuantScalesAt + 64 * j + 4 * i, 4);
+  if (five)
+    for (int q = 0; q < 8; ++q) __builtin_memcpy(out + 16 + 4 * q, g + kKQuantHighAt + 64 * q + 4 * i, 4);
+  const uint8_t* nibbles = g + kquant_nibbles_at(five);
+  uint8_t* qs = out + (five ? 48 : 16);
   for (int h = 0; h < 4; ++h)
-    for (int q = 0; q < 8; ++q) __builtin_memcpy(out + 16 + 32 * h + 4 * q, g + kQ4KNibblesAt + 64 * (4 * q + h) + 4 * i, 4);
+    for (int q = 0; q < 8; ++q) __builtin_memcpy(qs + 32 * h + 4 * q, nibbles + 64 * (4 * q + h) + 4 * i, 4);
 }
 
 // The group-block of 16 plain super-blocks, blocks[i] for row i.
-inline void q4k_group_from_blocks(const uint8_t* const blocks[kKQuantGroupRows], uint8_t* g) {
+inline void kquant_group_from_blocks(const uint8_t* const blocks[kKQuantGroupRows], bool five, uint8_t* g) {
+  uint8_t* nibbles = g + kquant_nibbles_at(five);
   for (int i = 0; i < kKQuantGroupRows; ++i) {
     const uint8_t* b = blocks[i];
     __builtin_memcpy(g + 2 * i, b, 2);
-    __builtin_memcpy(g + kQ4KMinsAt + 2 * i, b + 2, 2);
-    for (int j = 0; j < 3; ++j) __builtin_memcpy(g + kQ4KScalesAt + 64 * j + 4 * i, b + 4 + 4 * j, 4);
+    __builtin_memcpy(g + kKQuantMinsAt + 2 * i, b + 2, 2);
+    for (int j = 0; j < 3; ++j) __builtin_memcpy(g + kKQuantScalesAt + 64 * j + 4 * i, b + 4 + 4 * j, 4);
+    if (five)
+      for (int q = 0; q < 8; ++q) __builtin_memcpy(g + kKQuantHighAt + 64 * q + 4 * i, b + 16 + 4 * q, 4);
+    const uint8_t* qs = b + (five ? 48 : 16);
     for (int h = 0; h < 4; ++h)
-      for (int q = 0; q < 8; ++q) __builtin_memcpy(g + kQ4KNibblesAt + 64 * (4 * q + h) + 4 * i, b + 16 + 32 * h + 4 * q, 4);
+      for (int q = 0; q < 8; ++q) __builtin_memcpy(nibbles + 64 * (4 * q + h) + 4 * i, qs + 32 * h + 4 * q, 4);
   }
 }
 
 // Row r's super-block b of an interleaved matrix of num_blocks super-blocks per row, as a plain block.
-inline void q4k_interleaved_block(const uint8_t* w, int64_t num_blocks, int64_t r, int64_t b, uint8_t* out) {
+inline void kquant_interleaved_block(const uint8_t* w, int64_t num_blocks, bool five, int64_t r, int64_t b,
+                                     uint8_t* out) {
   const int64_t g = r / kKQuantGroupRows;
-  q4k_block_from_group(w + (g * num_blocks + b) * kKQuantGroupRows * kQ4KBytes, int(r % kKQuantGroupRows), out);
+  kquant_block_from_group(w + (g * num_blocks + b) * kKQuantGroupRows * kquant_plain_bytes(five), five,
+                          int(r % kKQuantGroupRows), out);
 }
 
 }  // namespace

@@ -435,13 +435,14 @@ TEST_CASE("a prefill's interleaved F16 / BF16 matmul, split into token slices ov
   }
 }
 
-TEST_CASE("interleaving_pays: Q8_0 / Q4_0 / Q5_0 / Q4_K with rows a multiple of 16 under AVX-512 VNNI, F16 / BF16 of 32 under AVX-512") {
+TEST_CASE("interleaving_pays: Q8_0 / Q4_0 / Q5_0 / Q4_K / Q5_K with rows a multiple of 16 under AVX-512 VNNI, F16 / BF16 of 32 under AVX-512") {
   test::IsaGuard restore;
   const WeightMatrix q8{DType::Q8_0, nullptr, 64, 64}, odd{DType::Q8_0, nullptr, 40, 64}, f16{DType::F16, nullptr, 64, 64},
       bf16{DType::BF16, nullptr, 96, 64}, f16_odd{DType::F16, nullptr, 48, 64}, f32{DType::F32, nullptr, 64, 64};
   const WeightMatrix q4{DType::Q4_0, nullptr, 48, 576}, q5{DType::Q5_0, nullptr, 16, 64}, q5_odd{DType::Q5_0, nullptr, 40, 64},
       q5_long{DType::Q5_0, nullptr, 16, 65536}, q4_1{DType::Q4_1, nullptr, 64, 64}, q4_k{DType::Q4_K, nullptr, 64, 256},
-      q4_k_long{DType::Q4_K, nullptr, 16, 65536}, q4_k_odd{DType::Q4_K, nullptr, 40, 256}, q6_k{DType::Q6_K, nullptr, 64, 256};
+      q4_k_long{DType::Q4_K, nullptr, 16, 65536}, q4_k_odd{DType::Q4_K, nullptr, 40, 256}, q5_k{DType::Q5_K, nullptr, 32, 512},
+      q6_k{DType::Q6_K, nullptr, 64, 256};
   for (Isa isa : test::supported_isas()) {
     CAPTURE(cpu::isa_name(isa));
     REQUIRE(cpu::set_active_isa(isa));
@@ -453,6 +454,7 @@ TEST_CASE("interleaving_pays: Q8_0 / Q4_0 / Q5_0 / Q4_K with rows a multiple of 
     CHECK(interleaving_pays(q4_k) == (isa >= Isa::Avx512Vnni));
     CHECK(interleaving_pays(q4_k_long) == (isa >= Isa::Avx512Vnni));
     CHECK_FALSE(interleaving_pays(q4_k_odd));
+    CHECK(interleaving_pays(q5_k) == (isa >= Isa::Avx512Vnni));
     CHECK_FALSE(interleaving_pays(q6_k));
     CHECK(interleaving_pays(q8) == (isa >= Isa::Avx512Vnni));
     CHECK_FALSE(interleaving_pays(odd));
