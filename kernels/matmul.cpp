@@ -118,15 +118,14 @@ using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 // The 32-weight formats with a 16-row interleaved layout (matmul_legacy_interleave.h).
 bool is_legacy_interleavable(DType dtype) { return dtype == DType::Q4_0 || dtype == DType::Q5_0; }
 // The formats interleaved block by block, 16 rows' blocks of one column range rearranged in their own bytes
-// (Q4_K / Q5_K: matmul_kquant_interleave.h).
-bool is_kquant_interleavable(DType dtype) { return dtype == DType::Q4_K || dtype == DType::Q5_K; }
-bool is_block_interleavable(DType dtype) { return is_legacy_interleavable(dtype) || is_kquant_interleavable(dtype); }
+// (the K-quants: matmul_kquant_interleave.h).
+bool is_block_interleavable(DType dtype) { return is_legacy_interleavable(dtype) || is_kquant(dtype); }
 // The types whose interleaved layout the AVX-512 VNNI kernels read (the integer ones).
 bool is_int8_interleavable(DType dtype) { return dtype == DType::Q8_0 || is_block_interleavable(dtype); }
 
 // Row i's plain block from a group-block of a block-interleaved type.
 void block_from_group(DType dtype, const uint8_t* g, int i, uint8_t* out) {
-  if (is_kquant_interleavable(dtype)) cpu::kquant_block_from_group(g, dtype == DType::Q5_K, i, out);
+  if (is_kquant(dtype)) cpu::kquant_block_from_group(dtype, g, i, out);
   else cpu::legacy_block_from_group(g, dtype == DType::Q5_0, i, out);
 }
 
@@ -150,7 +149,7 @@ RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
 int64_t interleaved_group(DType dtype) {
   if (dtype == DType::Q8_0) return kInterleavedRows;
   if (is_legacy_interleavable(dtype)) return cpu::kLegacyGroupRows;
-  if (is_kquant_interleavable(dtype)) return cpu::kKQuantGroupRows;
+  if (is_kquant(dtype)) return cpu::kKQuantGroupRows;
   return dtype == DType::F16 || dtype == DType::BF16 ? kHalfInterleavedRows : 0;
 }
 
@@ -297,7 +296,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.num_tokens = num_tokens;
     a.interleaved = w.interleaved;
     if (w.interleaved && (interleaved_group(w.dtype) == 0 || w.rows % interleaved_group(w.dtype) != 0))
-      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / Q4_0 / Q5_0 / Q4_K / Q5_K / F16 / BF16 with whole row groups", w.rows);
+      fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / Q4_0 / Q5_0 / K-quant / F16 / BF16 with whole row groups", w.rows);
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (w.interleaved && block == 1 && num_tokens > 1) {
@@ -373,7 +372,7 @@ bool interleaving_pays(const WeightMatrix& w) {
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   const int64_t rows_per_group = interleaved_group(w.dtype);
   if (rows_per_group == 0 || w.interleaved || w.rows % rows_per_group != 0)
-    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / Q4_0 / Q5_0 / Q4_K / Q5_K / F16 / BF16 matrix of whole row groups", w.rows);
+    fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / Q4_0 / Q5_0 / K-quant / F16 / BF16 matrix of whole row groups", w.rows);
   const int64_t row_bytes = kernels::row_bytes(w.dtype, w.cols);
   auto* dst = static_cast<uint8_t*>(out);
   // Group g's plain rows and its interleaved bytes span the same bytes: each group is copied out first, so
@@ -387,7 +386,7 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
       for (int64_t b = 0; b < w.cols / block_size(w.dtype); ++b) {
         const uint8_t* blocks[16];
         for (int64_t i = 0; i < rows_per_group; ++i) blocks[i] = group.data() + i * row_bytes + b * bytes;
-        if (is_kquant_interleavable(w.dtype)) cpu::kquant_group_from_blocks(blocks, w.dtype == DType::Q5_K, to + b * rows_per_group * bytes);
+        if (is_kquant(w.dtype)) cpu::kquant_group_from_blocks(w.dtype, blocks, to + b * rows_per_group * bytes);
         else cpu::legacy_group_from_blocks(blocks, w.dtype == DType::Q5_0, to + b * rows_per_group * bytes);
       }
       continue;

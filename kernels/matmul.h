@@ -14,7 +14,7 @@ struct WeightMatrix {
   int64_t rows = 0;
   int64_t cols = 0;
   // The rows rearranged by interleave_rows() into the layout the AVX-512 kernels read many outputs at a
-  // time from: Q8_0 in groups of kInterleavedRows, Q4_0 / Q5_0 / Q4_K / Q5_K in groups of 16 (kernels/cpu/
+  // time from: Q8_0 in groups of kInterleavedRows, Q4_0 / Q5_0 and the K-quants in groups of 16 (kernels/cpu/
   // matmul_legacy_interleave.h, matmul_kquant_interleave.h), F16 / BF16 in groups of kHalfInterleavedRows.
   // Same bytes in all; rows are read with matrix_row().
   bool interleaved = false;
@@ -28,15 +28,15 @@ inline constexpr int64_t kInterleavedBlockBytes = 16 * 2 + 16 * 32;
 // values (one 64-byte line) at (g * cols + c) * 64 bytes.
 inline constexpr int64_t kHalfInterleavedRows = 32;
 
-// Whether matmul() on this CPU runs `w` faster interleaved: Q8_0, Q4_0, Q5_0, Q4_K and Q5_K with rows a
+// Whether matmul() on this CPU runs `w` faster interleaved: Q8_0, Q4_0, Q5_0 and the K-quants with rows a
 // multiple of 16 under the AVX-512 VNNI kernels, F16 / BF16 with rows a multiple of 32 under AVX-512
 // (active_isa()). An interleaved Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit,
-// under every ISA, and an interleaved Q4_0 / Q5_0 / Q4_K / Q5_K one every kernel's on the plain matrix; an
+// under every ISA, and an interleaved Q4_0 / Q5_0 / K-quant one every kernel's on the plain matrix; an
 // interleaved F16 / BF16 one sums each output in column order with one FMA per step, the same bits under
 // every ISA.
 bool interleaving_pays(const WeightMatrix& w);
 // Writes w's rows interleaved into `out` (row_bytes(w.dtype, w.cols) * w.rows bytes; may be w.data, in
-// place) and returns the matrix viewing it. Requires Q8_0 / Q4_0 / Q5_0 / Q4_K / Q5_K with rows a multiple of
+// place) and returns the matrix viewing it. Requires Q8_0 / Q4_0 / Q5_0 / a K-quant with rows a multiple of
 // 16 or F16 / BF16 with rows a multiple of 32, and w not interleaved.
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out);
 // Row r of w (plain or interleaved) in f32.

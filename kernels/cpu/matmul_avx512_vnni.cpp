@@ -6,7 +6,7 @@
 //   block dot: 8 vpdpbusd per block, one per 4-column quad, each with the token's 4 quants broadcast;
 //   then one float step per block for 16 outputs, the scalar kernel's (dw * dx) * dot, added in block
 //   order. Results equal matmul_rows_scalar's bit for bit, whatever the tokens and rows of a call.
-//   Interleaved Q4_0 / Q5_0 / Q4_K / Q5_K: 16 rows per 512-bit vector as well, in the plain kernels' lanes and
+//   Interleaved Q4_0 / Q5_0 and the K-quants: 16 rows per 512-bit vector as well, in the plain kernels' lanes and
 //   float order (matmul_quant_formula.h), so results equal theirs bit for bit.
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -276,13 +276,110 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   }
 }
 
-// Interleaved Q4_K / Q5_K, rows [row_begin, row_end) (whole groups): kquant_group_tile, two tokens at a
-// time, at every batch size. It beats unpacking rows for the per-row kernel even at 512 tokens (bench_matmul
+// vpshufb controls that put bytes k and k2 of each dword into the high bytes of its int16 halves: an
+// arithmetic shift right by 8 then gives them sign-extended.
+constexpr int high_bytes_pick(int k, int k2, int p) { return 0x80 | (4 * p + k) << 8 | 0x80 << 16 | (4 * p + k2) << 24; }
+inline __m512i signed_bytes_of_dwords(__m512i v, int k, int k2) {
+  const int c0 = high_bytes_pick(k, k2, 0), c1 = high_bytes_pick(k, k2, 1), c2 = high_bytes_pick(k, k2, 2),
+            c3 = high_bytes_pick(k, k2, 3);
+  return _mm512_srai_epi16(
+      _mm512_shuffle_epi8(v, _mm512_setr_epi32(c0, c1, c2, c3, c0, c1, c2, c3, c0, c1, c2, c3, c0, c1, c2, c3)), 8);
+}
+
+// Interleaved Q6_K (matmul_kquant_interleave.h), y[t0 .. t0 + T, 16 g .. 16 g + 16]. Lane i of each vector
+// is row i. Per super-block and quad q: for each chunk c, the 16 rows' 6-bit quants (nibble, plus the high
+// bits shifted to bits 4 and 5), maddubs with the token's 4 quants, times the scale of the chunk's 16-column
+// group q falls in (2c, or 2c + 1 for q >= 4) in a vpdpwssd, summed over c; minus 32 times the scaled
+// activation sums of groups 2q and 2q + 1: lane q of matmul_quant_formula.h, exact, into its own float
+// accumulator with d; the 8 are added in legacy_reduce's order: the plain kernels' bits.
+template <int T>
+void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
+  constexpr int64_t kGroupBytes = kKQuantGroupRows * kQ6KBytes;
+  constexpr int kOr = 0xf8;  // vpternlogd: a | (b & c)
+  const int64_t num_blocks = a.cols / 256;
+  const uint8_t* w = a.w + g * num_blocks * kGroupBytes;
+  const int8_t* xq = a.xq + t0 * a.cols;
+  const float* xd = a.xd + t0 * num_blocks;
+  const int16_t* xs = a.xs + t0 * (a.cols / 16);
+  const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
+  __m512 acc[8][T];
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; ++q)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    const uint8_t* gb = w + b * kGroupBytes;
+    prefetch_stream(gb, kGroupBytes);
+    __m512i words[4];  // the int8 group scales, word j: groups 4j .. 4j + 3
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) words[j] = _mm512_loadu_si512(gb + 64 * j);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kQ6KScaleAt)));
+    __m512 dd[T];
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) dd[t] = _mm512_mul_ps(d, _mm512_set1_ps(xd[t * num_blocks + b]));
+#pragma GCC unroll 2
+    for (int half = 0; half < 2; ++half) {  // quads 0 .. 3 take groups 2c, quads 4 .. 7 groups 2c + 1
+      __m512i sc[8];
+#pragma GCC unroll 8
+      for (int c = 0; c < 8; ++c) {
+        const int group = 2 * c + half;
+        sc[c] = signed_bytes_of_dwords(words[group / 4], group % 4, group % 4);
+      }
+#pragma GCC unroll 4
+      for (int q = 4 * half; q < 4 * half + 4; ++q) {
+        __m512i l[T];
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t* v = gb + kQ6KQuantsAt + 64 * (6 * q + 3 * h);
+          const __m512i high = _mm512_loadu_si512(v), l0 = _mm512_loadu_si512(v + 64), l1 = _mm512_loadu_si512(v + 128);
+          __m512i u[4];
+          u[0] = _mm512_ternarylogic_epi32(_mm512_and_si512(l0, low4), _mm512_slli_epi16(high, 4), bits45, kOr);
+          u[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(l1, low4), _mm512_slli_epi16(high, 2), bits45, kOr);
+          u[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4), high, bits45, kOr);
+          u[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4), _mm512_srli_epi16(high, 2), bits45, kOr);
+#pragma GCC unroll 2
+          for (int t = 0; t < T; ++t) {
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; ++k) {
+              const int c = 4 * h + k;
+              const __m512i p = _mm512_maddubs_epi16(u[k], _mm512_set1_epi32(load_i32(xq + t * a.cols + 256 * b + 32 * c + 4 * q)));
+              l[t] = c == 0 ? _mm512_madd_epi16(p, sc[0]) : _mm512_dpwssd_epi32(l[t], p, sc[c]);
+            }
+          }
+        }
+        const __m512i pair = signed_bytes_of_dwords(words[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);  // groups 2q, 2q + 1
+#pragma GCC unroll 2
+        for (int t = 0; t < T; ++t) {
+          int32_t sums;  // xs of groups 2q and 2q + 1
+          __builtin_memcpy(&sums, xs + t * (a.cols / 16) + 16 * b + 2 * q, 4);
+          const __m512i off = _mm512_madd_epi16(pair, _mm512_set1_epi32(sums));
+          const __m512i lanes = _mm512_sub_epi32(l[t], _mm512_slli_epi32(off, 5));
+          acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lanes), dd[t], acc[q][t]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
+                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
+    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kKQuantGroupRows, sum);
+  }
+}
+
+// Interleaved Q4_K / Q5_K / Q6_K, rows [row_begin, row_end) (whole groups): kquant_group_tile or
+// q6k_group_tile, two tokens at a time, at every batch size. It beats unpacking rows for the per-row kernel even at 512 tokens (bench_matmul
 // q4_ki 2048x5632, 2 threads: t8 431 against 1284 us, t32 2035 against 3271, t512 27.5 against 51.2 ms).
-template <bool kFive>
+template <DType kType>
 void kquant_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t g = row_begin / kKQuantGroupRows; g < row_end / kKQuantGroupRows; ++g) {
     int64_t t0 = 0;
+    if constexpr (kType == DType::Q6_K) {
+      for (; t0 + 2 <= a.num_tokens; t0 += 2) q6k_group_tile<2>(a, g, t0);
+      if (t0 < a.num_tokens) q6k_group_tile<1>(a, g, t0);
+      continue;
+    }
+    constexpr bool kFive = kType == DType::Q5_K;
     for (; t0 + 2 <= a.num_tokens; t0 += 2) kquant_group_tile<kFive, 2>(a, g, t0);
     if (t0 < a.num_tokens) kquant_group_tile<kFive, 1>(a, g, t0);
   }
@@ -291,8 +388,9 @@ void kquant_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
 }  // namespace
 
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.interleaved && a.dtype == DType::Q4_K) kquant_interleaved<false>(a, row_begin, row_end);
-  else if (a.interleaved && a.dtype == DType::Q5_K) kquant_interleaved<true>(a, row_begin, row_end);
+  if (a.interleaved && a.dtype == DType::Q4_K) kquant_interleaved<DType::Q4_K>(a, row_begin, row_end);
+  else if (a.interleaved && a.dtype == DType::Q5_K) kquant_interleaved<DType::Q5_K>(a, row_begin, row_end);
+  else if (a.interleaved && a.dtype == DType::Q6_K) kquant_interleaved<DType::Q6_K>(a, row_begin, row_end);
   else if (a.interleaved && a.dtype == DType::Q5_0) legacy_interleaved<true>(a, row_begin, row_end);
   else if (a.interleaved && a.dtype == DType::Q4_0) legacy_interleaved<false>(a, row_begin, row_end);
   else if (a.interleaved) matmul_interleaved(a, row_begin, row_end);

@@ -1,4 +1,4 @@
-// The interleaved layout of Q4_K and Q5_K matrices (kernels/matmul.h): 16 rows per group, and per group and
+// The interleaved layouts of Q4_K, Q5_K and Q6_K matrices (kernels/matmul.h). Q4_K / Q5_K: 16 rows per group, and per group and
 // 256-column super-block the 16 rows' super-blocks rearranged so that one 512-bit load holds one 4-column
 // quad of all 16 rows for two chunks of 32 (matmul_avx512_vnni.cpp). The same bytes as the 16 plain blocks:
 //   [0, 32)             the 16 f16 scales d, row i at 2i
@@ -13,10 +13,21 @@
 // A plain block is d, dmin (f16), the 12 scale bytes (kquant_scale_min), for Q5_K qh (32 bytes: bit k of
 // byte j is column j's fifth bit in chunk k), then qs (128 bytes: byte 32h + j holds column j of chunk 2h in
 // its low nibble and of chunk 2h + 1 in its high one), as GGUF stores them.
+// Q6_K, per group and super-block (3360 bytes, the 16 plain blocks' bytes):
+//   [0, 256)            the int8 scales of the 16-column groups: 4 words of 64 bytes, word j's bytes
+//                       4i .. 4i + 3 = scales 4j .. 4j + 3 of row i
+//   then 48 x 64 bytes  for each quad q and half h, at 256 + 64 (6q + 3h): the high bits (bytes 4i .. 4i + 3
+//                       = bytes 32h + 4q .. 32h + 4q + 3 of row i's qh: bits 2k, 2k + 1 of chunk 4h + k),
+//                       then the low nibbles j = 0, 1 (bytes 64h + 32j + 4q .. + 3 of row i's ql: chunk 4h + j
+//                       in the low nibbles, 4h + j + 2 in the high ones)
+//   [3328, 3360)        the 16 f16 scales d
+// A plain Q6_K block is ql (128 bytes), qh (64), the 16 int8 scales, then d (f16), as GGUF stores them.
 //
 // NOTE: anonymous namespace: included by the per-ISA files (see matmul_kernels.h).
 #pragma once
 #include <cstdint>
+
+#include "kernels/dtype.h"  // DType only: no dtype.h function is called here (see matmul_kernels.h)
 
 namespace inflight::kernels::cpu {
 namespace {
@@ -57,12 +68,56 @@ inline void kquant_group_from_blocks(const uint8_t* const blocks[kKQuantGroupRow
   }
 }
 
-// Row r's super-block b of an interleaved matrix of num_blocks super-blocks per row, as a plain block.
-inline void kquant_interleaved_block(const uint8_t* w, int64_t num_blocks, bool five, int64_t r, int64_t b,
-                                     uint8_t* out) {
+constexpr int kQ6KBytes = 210;
+constexpr int kQ6KQuantsAt = 256, kQ6KScaleAt = 3328;
+
+// Row i's plain Q6_K super-block from the group-block `g`.
+inline void q6k_block_from_group(const uint8_t* g, int i, uint8_t* out) {
+  for (int j = 0; j < 4; ++j) __builtin_memcpy(out + 192 + 4 * j, g + 64 * j + 4 * i, 4);
+  for (int q = 0; q < 8; ++q) {
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* v = g + kQ6KQuantsAt + 64 * (6 * q + 3 * h) + 4 * i;
+      __builtin_memcpy(out + 128 + 32 * h + 4 * q, v, 4);
+      for (int j = 0; j < 2; ++j) __builtin_memcpy(out + 64 * h + 32 * j + 4 * q, v + 64 * (1 + j), 4);
+    }
+  }
+  __builtin_memcpy(out + 208, g + kQ6KScaleAt + 2 * i, 2);
+}
+
+// The Q6_K group-block of 16 plain super-blocks, blocks[i] for row i.
+inline void q6k_group_from_blocks(const uint8_t* const blocks[kKQuantGroupRows], uint8_t* g) {
+  for (int i = 0; i < kKQuantGroupRows; ++i) {
+    const uint8_t* b = blocks[i];
+    for (int j = 0; j < 4; ++j) __builtin_memcpy(g + 64 * j + 4 * i, b + 192 + 4 * j, 4);
+    for (int q = 0; q < 8; ++q) {
+      for (int h = 0; h < 2; ++h) {
+        uint8_t* v = g + kQ6KQuantsAt + 64 * (6 * q + 3 * h) + 4 * i;
+        __builtin_memcpy(v, b + 128 + 32 * h + 4 * q, 4);
+        for (int j = 0; j < 2; ++j) __builtin_memcpy(v + 64 * (1 + j), b + 64 * h + 32 * j + 4 * q, 4);
+      }
+    }
+    __builtin_memcpy(g + kQ6KScaleAt + 2 * i, b + 208, 2);
+  }
+}
+
+// Row i's plain super-block from the group-block `g` of a Q4_K / Q5_K / Q6_K matrix.
+inline void kquant_block_from_group(DType t, const uint8_t* g, int i, uint8_t* out) {
+  if (t == DType::Q6_K) q6k_block_from_group(g, i, out);
+  else kquant_block_from_group(g, t == DType::Q5_K, i, out);
+}
+
+// The group-block of 16 plain super-blocks of a Q4_K / Q5_K / Q6_K matrix.
+inline void kquant_group_from_blocks(DType t, const uint8_t* const blocks[kKQuantGroupRows], uint8_t* g) {
+  if (t == DType::Q6_K) q6k_group_from_blocks(blocks, g);
+  else kquant_group_from_blocks(blocks, t == DType::Q5_K, g);
+}
+
+// Row r's super-block b of an interleaved Q4_K / Q5_K / Q6_K matrix of num_blocks super-blocks per row, as a
+// plain block of `bytes` bytes.
+inline void kquant_interleaved_block(DType t, const uint8_t* w, int64_t num_blocks, int bytes, int64_t r,
+                                     int64_t b, uint8_t* out) {
   const int64_t g = r / kKQuantGroupRows;
-  kquant_block_from_group(w + (g * num_blocks + b) * kKQuantGroupRows * kquant_plain_bytes(five), five,
-                          int(r % kKQuantGroupRows), out);
+  kquant_block_from_group(t, w + (g * num_blocks + b) * kKQuantGroupRows * bytes, int(r % kKQuantGroupRows), out);
 }
 
 }  // namespace

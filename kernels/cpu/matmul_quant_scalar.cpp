@@ -101,7 +101,7 @@ void rows_kquant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   const int64_t num_blocks = a.cols / 256;
   const int bytes = block_bytes(a.dtype);
   const bool six_bit = a.dtype == DType::Q6_K;
-  uint8_t u[256], plain[kquant_plain_bytes(true)];  // plain: a super-block of an interleaved Q4_K / Q5_K matrix as stored
+  uint8_t u[256], plain[kQ6KBytes];  // plain: a super-block of an interleaved matrix as stored
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = a.w + r * a.w_row_bytes;
     for (int64_t t = 0; t < a.num_tokens; ++t) {
@@ -112,7 +112,7 @@ void rows_kquant(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
       for (int64_t b = 0; b < num_blocks; ++b) {
         const uint8_t* blk = row + b * bytes;
         if (a.interleaved) {
-          kquant_interleaved_block(a.w, num_blocks, a.dtype == DType::Q5_K, r, b, plain);
+          kquant_interleaved_block(a.dtype, a.w, num_blocks, bytes, r, b, plain);
           blk = plain;
         }
         const int8_t* xb = xq + 256 * b;

@@ -249,23 +249,32 @@ TEST_CASE("block-format prefill over long rows: scratch passes of fewer rows, an
   }
 }
 
-TEST_CASE("interleaved Q4_0 / Q5_0 / Q4_K / Q5_K give the plain matrix's bits under every ISA, alone and in any batch") {
+TEST_CASE("interleaved Q4_0 / Q5_0 / Q4_K / Q5_K / Q6_K give the plain matrix's bits under every ISA, alone and in any batch") {
   // The plain matrix on the scalar ISA is the reference. The interleaved one runs the 16-row VNNI kernel in
   // tiles of 2 and 1 tokens on VNNI, the scalar kernel reading it block by block elsewhere. 48 rows: three
   // groups, so a 2-thread split lands inside the second.
   test::IsaGuard restore;
   const int64_t rows = 48, num_tokens = 9;
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const std::vector<int64_t> widths = is_kquant(t) ? std::vector<int64_t>{256, 768} : std::vector<int64_t>{32, 96, 576};
     for (int64_t cols : widths) {
       CAPTURE(dtype_name(t));
       CAPTURE(cols);
       QuantWeights w = quantize(t, random_values(size_t(rows * cols), uint32_t(cols + 1)), rows, cols);
-      // Extreme blocks after the f16 scales: all nibbles 15 with every fifth bit set (Q4_K: every 6-bit
-      // scale and min 63), and all zero.
-      const int bytes = block_bytes(t), scales = is_kquant(t) ? 4 : 2;
-      std::memset(w.bytes.data() + bytes + scales, 0xff, size_t(bytes - scales));
-      std::memset(w.bytes.data() + 5 * row_bytes(t, cols) + scales, 0, size_t(bytes - scales));
+      // Extreme blocks, all but the f16 scales: all nibbles 15 with every fifth bit set (Q4_K / Q5_K: every
+      // 6-bit scale and min 63; Q6_K: quants 63, group scales -128), and all zero.
+      const int bytes = block_bytes(t);
+      uint8_t* extreme = w.bytes.data() + bytes;
+      uint8_t* zero = w.bytes.data() + 5 * row_bytes(t, cols);
+      if (t == DType::Q6_K) {  // ql, qh, scales, then d
+        std::memset(extreme, 0xff, 192);
+        std::memset(extreme + 192, 0x80, 16);
+        std::memset(zero, 0, 208);
+      } else {
+        const int scales = is_kquant(t) ? 4 : 2;
+        std::memset(extreme + scales, 0xff, size_t(bytes - scales));
+        std::memset(zero + scales, 0, size_t(bytes - scales));
+      }
       const WeightMatrix plain = w.view(t, rows, cols);
       std::vector<uint8_t> inter_bytes(w.bytes.size());
       const WeightMatrix inter = interleave_rows(plain, inter_bytes.data());
