@@ -92,6 +92,37 @@ void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
   }
 }
 
+// The 16-row group kernels below (Q4_0 / Q5_0 and the K-quants) keep each row's 8 lanes of
+// matmul_quant_formula.h in 8 float accumulators; this adds them in legacy_reduce's order and stores
+// y[t0 + t, 16 g .. 16 g + 16].
+constexpr int64_t kBlockGroupRows = kLegacyGroupRows;
+static_assert(kKQuantGroupRows == kBlockGroupRows);
+
+template <int T>
+inline void store_group_lanes(const __m512 acc[8][T], const MatmulArgs& a, int64_t g, int64_t t0) {
+#pragma GCC unroll 2
+  for (int t = 0; t < T; ++t) {
+    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
+                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
+    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kBlockGroupRows, sum);
+  }
+}
+
+using GroupTile = void (*)(const MatmulArgs& a, int64_t g, int64_t t0);
+
+// Rows [row_begin, row_end) (whole groups of 16) at any number of tokens: kTwo for each pair of tokens, kOne
+// for an odd last one. Running a group tile beats unpacking rows for the per-row kernel even at 512 tokens
+// (bench_matmul, 2 threads: q4_ki 2048x5632 t8 431 against 1284 us, t32 2035 against 3271, t512 27.5
+// against 51.2 ms; q5_0i 3072x576 t8 117 against 317 us, t512 4.95 against 8.28 ms).
+template <GroupTile kTwo, GroupTile kOne>
+void run_group_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  for (int64_t g = row_begin / kBlockGroupRows; g < row_end / kBlockGroupRows; ++g) {
+    int64_t t0 = 0;
+    for (; t0 + 2 <= a.num_tokens; t0 += 2) kTwo(a, g, t0);
+    if (t0 < a.num_tokens) kOne(a, g, t0);
+  }
+}
+
 // Chunk c of a Q4_0 / Q5_0 group-block as the unsigned quants of quads c (u[0]) and c + 4 (u[1]) of its
 // 16 rows: the nibbles, plus 16 where Q5_0's fifth bit is set.
 template <bool kFive>
@@ -152,25 +183,7 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
   }
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
-                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
-    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kLegacyGroupRows, sum);
-  }
-}
-
-// Interleaved Q4_0 / Q5_0, rows [row_begin, row_end) (whole groups): legacy_group_tile, two tokens at a
-// time, at every batch size (MatmulArgs::xo set). It beats unpacking rows for the per-row kernel even at
-// 512 tokens (bench_matmul q5_0i, 2 threads: 3072x576 t8 117 against 317 us, t512 4.95 against 8.28 ms;
-// 576x1536 t512 3.37 against 4.97 ms).
-template <bool kFive>
-void legacy_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t g = row_begin / kLegacyGroupRows; g < row_end / kLegacyGroupRows; ++g) {
-    int64_t t0 = 0;
-    for (; t0 + 2 <= a.num_tokens; t0 += 2) legacy_group_tile<kFive, 2>(a, g, t0);
-    if (t0 < a.num_tokens) legacy_group_tile<kFive, 1>(a, g, t0);
-  }
+  store_group_lanes<T>(acc, a, g, t0);
 }
 
 // The 6-bit scales and mins of a Q4_K / Q5_K group-block's 16 rows, row i in dword lane i, a byte each, as
@@ -268,12 +281,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
   }
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
-                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
-    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kKQuantGroupRows, sum);
-  }
+  store_group_lanes<T>(acc, a, g, t0);
 }
 
 // vpshufb controls that put bytes k and k2 of each dword into the high bytes of its int16 halves: an
@@ -359,42 +367,23 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
       }
     }
   }
-#pragma GCC unroll 2
-  for (int t = 0; t < T; ++t) {
-    const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
-                                     _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
-    _mm512_storeu_ps(a.y + (t0 + t) * a.rows + g * kKQuantGroupRows, sum);
-  }
-}
-
-// Interleaved Q4_K / Q5_K / Q6_K, rows [row_begin, row_end) (whole groups): kquant_group_tile or
-// q6k_group_tile, two tokens at a time, at every batch size. It beats unpacking rows for the per-row kernel even at 512 tokens (bench_matmul
-// q4_ki 2048x5632, 2 threads: t8 431 against 1284 us, t32 2035 against 3271, t512 27.5 against 51.2 ms).
-template <DType kType>
-void kquant_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  for (int64_t g = row_begin / kKQuantGroupRows; g < row_end / kKQuantGroupRows; ++g) {
-    int64_t t0 = 0;
-    if constexpr (kType == DType::Q6_K) {
-      for (; t0 + 2 <= a.num_tokens; t0 += 2) q6k_group_tile<2>(a, g, t0);
-      if (t0 < a.num_tokens) q6k_group_tile<1>(a, g, t0);
-      continue;
-    }
-    constexpr bool kFive = kType == DType::Q5_K;
-    for (; t0 + 2 <= a.num_tokens; t0 += 2) kquant_group_tile<kFive, 2>(a, g, t0);
-    if (t0 < a.num_tokens) kquant_group_tile<kFive, 1>(a, g, t0);
-  }
+  store_group_lanes<T>(acc, a, g, t0);
 }
 
 }  // namespace
 
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
-  if (a.interleaved && a.dtype == DType::Q4_K) kquant_interleaved<DType::Q4_K>(a, row_begin, row_end);
-  else if (a.interleaved && a.dtype == DType::Q5_K) kquant_interleaved<DType::Q5_K>(a, row_begin, row_end);
-  else if (a.interleaved && a.dtype == DType::Q6_K) kquant_interleaved<DType::Q6_K>(a, row_begin, row_end);
-  else if (a.interleaved && a.dtype == DType::Q5_0) legacy_interleaved<true>(a, row_begin, row_end);
-  else if (a.interleaved && a.dtype == DType::Q4_0) legacy_interleaved<false>(a, row_begin, row_end);
-  else if (a.interleaved) matmul_interleaved(a, row_begin, row_end);
-  else if (a.dtype == DType::Q8_0) run_tiled<Block32Kernel<Q8Format, VnniDot, 32>>(a, row_begin, row_end);
+  if (a.interleaved) {
+    switch (a.dtype) {
+      case DType::Q4_0: run_group_tiles<legacy_group_tile<false, 2>, legacy_group_tile<false, 1>>(a, row_begin, row_end); return;
+      case DType::Q5_0: run_group_tiles<legacy_group_tile<true, 2>, legacy_group_tile<true, 1>>(a, row_begin, row_end); return;
+      case DType::Q4_K: run_group_tiles<kquant_group_tile<false, 2>, kquant_group_tile<false, 1>>(a, row_begin, row_end); return;
+      case DType::Q5_K: run_group_tiles<kquant_group_tile<true, 2>, kquant_group_tile<true, 1>>(a, row_begin, row_end); return;
+      case DType::Q6_K: run_group_tiles<q6k_group_tile<2>, q6k_group_tile<1>>(a, row_begin, row_end); return;
+      default: matmul_interleaved(a, row_begin, row_end); return;  // Q8_0
+    }
+  }
+  if (a.dtype == DType::Q8_0) run_tiled<Block32Kernel<Q8Format, VnniDot, 32>>(a, row_begin, row_end);
   else run_quant<VnniDot, VnniScaledDot, 32>(a, row_begin, row_end);
 }
 
