@@ -1,8 +1,8 @@
 // matmul throughput for TinyLlama-like shapes, in weight bytes read per second, next to a STREAM
 // triad and a read-only sweep that measure what the memory system can deliver. Decode (1 token) should approach the
 // triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s, next to fma_peak (the f32
-// multiply-add ceiling of the active ISA on all threads). q8_0i, q4_0i, q5_0i, q4_ki, f16i, bf16i:
-// interleaved as the engine lays them out under AVX-512 (VNNI for the integer types; kernels::interleave_rows),
+// multiply-add ceiling of the active ISA on all threads). q8_0i, q4_0i, q5_0i, q4_ki, q5_ki, q6_ki, f16i,
+// bf16i: interleaved as the engine lays them out under AVX-512 (VNNI for the integer types; kernels::interleave_rows),
 // where interleaving pays on this CPU.
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads

@@ -123,10 +123,16 @@ bool is_block_interleavable(DType dtype) { return is_legacy_interleavable(dtype)
 // The types whose interleaved layout the AVX-512 VNNI kernels read (the integer ones).
 bool is_int8_interleavable(DType dtype) { return dtype == DType::Q8_0 || is_block_interleavable(dtype); }
 
-// Row i's plain block from a group-block of a block-interleaved type.
+// Row i's plain block from a group-block of a block-interleaved type, and the group-block from its 16 rows'
+// plain blocks.
 void block_from_group(DType dtype, const uint8_t* g, int i, uint8_t* out) {
   if (is_kquant(dtype)) cpu::kquant_block_from_group(dtype, g, i, out);
   else cpu::legacy_block_from_group(g, dtype == DType::Q5_0, i, out);
+}
+void group_from_blocks(DType dtype, const uint8_t* const blocks[cpu::kLegacyGroupRows], uint8_t* g) {
+  static_assert(cpu::kKQuantGroupRows == cpu::kLegacyGroupRows);
+  if (is_kquant(dtype)) cpu::kquant_group_from_blocks(dtype, blocks, g);
+  else cpu::legacy_group_from_blocks(blocks, dtype == DType::Q5_0, g);
 }
 
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
@@ -384,10 +390,9 @@ WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
     if (is_block_interleavable(w.dtype)) {  // block by block
       const int bytes = block_bytes(w.dtype);
       for (int64_t b = 0; b < w.cols / block_size(w.dtype); ++b) {
-        const uint8_t* blocks[16];
+        const uint8_t* blocks[cpu::kLegacyGroupRows];
         for (int64_t i = 0; i < rows_per_group; ++i) blocks[i] = group.data() + i * row_bytes + b * bytes;
-        if (is_kquant(w.dtype)) cpu::kquant_group_from_blocks(w.dtype, blocks, to + b * rows_per_group * bytes);
-        else cpu::legacy_group_from_blocks(blocks, w.dtype == DType::Q5_0, to + b * rows_per_group * bytes);
+        group_from_blocks(w.dtype, blocks, to + b * rows_per_group * bytes);
       }
       continue;
     }

@@ -93,10 +93,18 @@ void matmul_interleaved(const MatmulArgs& a, int64_t row_begin, int64_t row_end)
 }
 
 // The 16-row group kernels below (Q4_0 / Q5_0 and the K-quants) keep each row's 8 lanes of
-// matmul_quant_formula.h in 8 float accumulators; this adds them in legacy_reduce's order and stores
-// y[t0 + t, 16 g .. 16 g + 16].
+// matmul_quant_formula.h in 8 float accumulators per token: zeroed here, and at the end added in
+// legacy_reduce's order and stored to y[t0 + t, 16 g .. 16 g + 16].
 constexpr int64_t kBlockGroupRows = kLegacyGroupRows;
 static_assert(kKQuantGroupRows == kBlockGroupRows);
+
+template <int T>
+inline void zero_group_lanes(__m512 acc[8][T]) {
+#pragma GCC unroll 8
+  for (int q = 0; q < 8; ++q)
+#pragma GCC unroll 2
+    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+}
 
 template <int T>
 inline void store_group_lanes(const __m512 acc[8][T], const MatmulArgs& a, int64_t g, int64_t t0) {
@@ -156,10 +164,7 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   const float* xd = a.xd + t0 * num_blocks;
   const int32_t* xo = a.xo + t0 * num_blocks * 8;
   __m512 acc[8][T];
-#pragma GCC unroll 8
-  for (int q = 0; q < 8; ++q)
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+  zero_group_lanes<T>(acc);
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
@@ -228,10 +233,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   const int16_t* xs = a.xs + t0 * (a.cols / 16);
   const __m512i low4 = _mm512_set1_epi8(0x0f);
   __m512 acc[8][T];
-#pragma GCC unroll 8
-  for (int q = 0; q < 8; ++q)
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+  zero_group_lanes<T>(acc);
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
     prefetch_stream(gb, kGroupBytes);
@@ -311,10 +313,7 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   const int16_t* xs = a.xs + t0 * (a.cols / 16);
   const __m512i low4 = _mm512_set1_epi8(0x0f), bits45 = _mm512_set1_epi8(0x30);
   __m512 acc[8][T];
-#pragma GCC unroll 8
-  for (int q = 0; q < 8; ++q)
-#pragma GCC unroll 2
-    for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
+  zero_group_lanes<T>(acc);
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
     prefetch_stream(gb, kGroupBytes);

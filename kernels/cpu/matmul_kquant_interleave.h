@@ -39,77 +39,51 @@ constexpr int kquant_plain_bytes(bool five) { return five ? 176 : 144; }
 constexpr int kKQuantMinsAt = 32, kKQuantScalesAt = 64, kKQuantHighAt = 256;
 constexpr int kquant_nibbles_at(bool five) { return five ? 768 : 256; }
 
-// Row i's plain super-block from the group-block `g`.
-inline void kquant_block_from_group(const uint8_t* g, bool five, int i, uint8_t* out) {
-  __builtin_memcpy(out, g + 2 * i, 2);
-  __builtin_memcpy(out + 2, g + kKQuantMinsAt + 2 * i, 2);
-  for (int j = 0; j < 3; ++j) __builtin_memcpy(out + 4 + 4 * j, g + kKQuantScalesAt + 64 * j + 4 * i, 4);
+// Where each piece of row i's plain super-block sits in its group-block: move(plain_offset, group_offset,
+// bytes) for every piece, so one description serves both directions.
+template <class Move>
+inline void q45k_pieces(bool five, int i, Move move) {
+  move(0, 2 * i, 2);
+  move(2, kKQuantMinsAt + 2 * i, 2);
+  for (int j = 0; j < 3; ++j) move(4 + 4 * j, kKQuantScalesAt + 64 * j + 4 * i, 4);
   if (five)
-    for (int q = 0; q < 8; ++q) __builtin_memcpy(out + 16 + 4 * q, g + kKQuantHighAt + 64 * q + 4 * i, 4);
-  const uint8_t* nibbles = g + kquant_nibbles_at(five);
-  uint8_t* qs = out + (five ? 48 : 16);
+    for (int q = 0; q < 8; ++q) move(16 + 4 * q, kKQuantHighAt + 64 * q + 4 * i, 4);
+  const int qs = five ? 48 : 16;
   for (int h = 0; h < 4; ++h)
-    for (int q = 0; q < 8; ++q) __builtin_memcpy(qs + 32 * h + 4 * q, nibbles + 64 * (4 * q + h) + 4 * i, 4);
-}
-
-// The group-block of 16 plain super-blocks, blocks[i] for row i.
-inline void kquant_group_from_blocks(const uint8_t* const blocks[kKQuantGroupRows], bool five, uint8_t* g) {
-  uint8_t* nibbles = g + kquant_nibbles_at(five);
-  for (int i = 0; i < kKQuantGroupRows; ++i) {
-    const uint8_t* b = blocks[i];
-    __builtin_memcpy(g + 2 * i, b, 2);
-    __builtin_memcpy(g + kKQuantMinsAt + 2 * i, b + 2, 2);
-    for (int j = 0; j < 3; ++j) __builtin_memcpy(g + kKQuantScalesAt + 64 * j + 4 * i, b + 4 + 4 * j, 4);
-    if (five)
-      for (int q = 0; q < 8; ++q) __builtin_memcpy(g + kKQuantHighAt + 64 * q + 4 * i, b + 16 + 4 * q, 4);
-    const uint8_t* qs = b + (five ? 48 : 16);
-    for (int h = 0; h < 4; ++h)
-      for (int q = 0; q < 8; ++q) __builtin_memcpy(nibbles + 64 * (4 * q + h) + 4 * i, qs + 32 * h + 4 * q, 4);
-  }
+    for (int q = 0; q < 8; ++q) move(qs + 32 * h + 4 * q, kquant_nibbles_at(five) + 64 * (4 * q + h) + 4 * i, 4);
 }
 
 constexpr int kQ6KBytes = 210;
 constexpr int kQ6KQuantsAt = 256, kQ6KScaleAt = 3328;
 
-// Row i's plain Q6_K super-block from the group-block `g`.
-inline void q6k_block_from_group(const uint8_t* g, int i, uint8_t* out) {
-  for (int j = 0; j < 4; ++j) __builtin_memcpy(out + 192 + 4 * j, g + 64 * j + 4 * i, 4);
+template <class Move>
+inline void q6k_pieces(int i, Move move) {
+  for (int j = 0; j < 4; ++j) move(192 + 4 * j, 64 * j + 4 * i, 4);
   for (int q = 0; q < 8; ++q) {
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* v = g + kQ6KQuantsAt + 64 * (6 * q + 3 * h) + 4 * i;
-      __builtin_memcpy(out + 128 + 32 * h + 4 * q, v, 4);
-      for (int j = 0; j < 2; ++j) __builtin_memcpy(out + 64 * h + 32 * j + 4 * q, v + 64 * (1 + j), 4);
+      const int v = kQ6KQuantsAt + 64 * (6 * q + 3 * h) + 4 * i;
+      move(128 + 32 * h + 4 * q, v, 4);
+      for (int j = 0; j < 2; ++j) move(64 * h + 32 * j + 4 * q, v + 64 * (1 + j), 4);
     }
   }
-  __builtin_memcpy(out + 208, g + kQ6KScaleAt + 2 * i, 2);
+  move(208, kQ6KScaleAt + 2 * i, 2);
 }
 
-// The Q6_K group-block of 16 plain super-blocks, blocks[i] for row i.
-inline void q6k_group_from_blocks(const uint8_t* const blocks[kKQuantGroupRows], uint8_t* g) {
-  for (int i = 0; i < kKQuantGroupRows; ++i) {
-    const uint8_t* b = blocks[i];
-    for (int j = 0; j < 4; ++j) __builtin_memcpy(g + 64 * j + 4 * i, b + 192 + 4 * j, 4);
-    for (int q = 0; q < 8; ++q) {
-      for (int h = 0; h < 2; ++h) {
-        uint8_t* v = g + kQ6KQuantsAt + 64 * (6 * q + 3 * h) + 4 * i;
-        __builtin_memcpy(v, b + 128 + 32 * h + 4 * q, 4);
-        for (int j = 0; j < 2; ++j) __builtin_memcpy(v + 64 * (1 + j), b + 64 * h + 32 * j + 4 * q, 4);
-      }
-    }
-    __builtin_memcpy(g + kQ6KScaleAt + 2 * i, b + 208, 2);
-  }
+template <class Move>
+inline void kquant_pieces(DType t, int i, Move move) {
+  if (t == DType::Q6_K) q6k_pieces(i, move);
+  else q45k_pieces(t == DType::Q5_K, i, move);
 }
 
 // Row i's plain super-block from the group-block `g` of a Q4_K / Q5_K / Q6_K matrix.
 inline void kquant_block_from_group(DType t, const uint8_t* g, int i, uint8_t* out) {
-  if (t == DType::Q6_K) q6k_block_from_group(g, i, out);
-  else kquant_block_from_group(g, t == DType::Q5_K, i, out);
+  kquant_pieces(t, i, [&](int plain, int group, int n) { __builtin_memcpy(out + plain, g + group, n); });
 }
 
-// The group-block of 16 plain super-blocks of a Q4_K / Q5_K / Q6_K matrix.
+// The group-block of 16 plain super-blocks of a Q4_K / Q5_K / Q6_K matrix, blocks[i] for row i.
 inline void kquant_group_from_blocks(DType t, const uint8_t* const blocks[kKQuantGroupRows], uint8_t* g) {
-  if (t == DType::Q6_K) q6k_group_from_blocks(blocks, g);
-  else kquant_group_from_blocks(blocks, t == DType::Q5_K, g);
+  for (int i = 0; i < kKQuantGroupRows; ++i)
+    kquant_pieces(t, i, [&](int plain, int group, int n) { __builtin_memcpy(g + group, blocks[i] + plain, n); });
 }
 
 // Row r's super-block b of an interleaved Q4_K / Q5_K / Q6_K matrix of num_blocks super-blocks per row, as a
