@@ -274,13 +274,15 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
   const int first_blk = kv.block_of(p.kv_seq(r.seq, j_first), j_first);  // the span has a key the row sees
   // The K (which = 0) or V rows of keys base + u * kKeyGroups + kg, every load issued before any is used; a key
   // the row does not see reads the first one's row (widen zeroes it).
+  const ScaleGroups<kN> groups = scale_groups<kN>(kl * kN, kT == KvDType::Int8 ? kv.quant_group : 0);
   auto fetch_rows = [&](int which, int base, Raw<kT, kN>(&raw)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int jj = base + u * kKeyGroups + kg;
       const int blk = sm.blk[jj] >= 0 ? sm.blk[jj] : first_blk;
       const int slot = int((sm.blk[jj] >= 0 ? k0 + jj : j_first) & (kv.block_size - 1));
-      fetch<kT, kN>(kv.row(blk, which, kv_head, slot), kl * kN, kv.row_scales(blk, which, kv_head, slot), raw[u]);
+      fetch<kT, kN>(kv.row(blk, which, kv_head, slot), kl * kN, kv.row_scales(blk, which, kv_head, slot), groups,
+                    raw[u]);
     }
   };
   float q[kG][kN];
@@ -298,12 +300,22 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       float x[kN];
-      widen<kT, kN>(raw[u], sm.blk[base + u * kKeyGroups + kg] >= 0, x);
+      widen<kT, kN, !kScaledCodes<kT>>(raw[u], sm.blk[base + u * kKeyGroups + kg] >= 0, x);
 #pragma unroll
       for (int g = 0; g < kG; ++g) {
         float acc = 0.0f;
+        if constexpr (kScaledCodes<kT>) {  // the dot of each 8 codes, times their scale
 #pragma unroll
-        for (int e = 0; e < kN; ++e) acc = fmaf(q[g][e], x[e], acc);
+          for (int c = 0; c < kN / 8; ++c) {
+            float dot = 0.0f;
+#pragma unroll
+            for (int e = 8 * c; e < 8 * c + 8; ++e) dot = fmaf(q[g][e], x[e], dot);
+            acc = fmaf(dot, raw[u].scale[c], acc);
+          }
+        } else {
+#pragma unroll
+          for (int e = 0; e < kN; ++e) acc = fmaf(q[g][e], x[e], acc);
+        }
         a[u * kG + g] = acc;
       }
     }
@@ -340,12 +352,16 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     for (int u = 0; u < kUnroll; ++u) {
       const int jj = base + u * kKeyGroups + kg;
       float x[kN];
-      widen<kT, kN>(raw[u], sm.blk[jj] >= 0, x);
+      widen<kT, kN, !kScaledCodes<kT>>(raw[u], sm.blk[jj] >= 0, x);
 #pragma unroll
       for (int g = 0; g < kG; ++g) {
         const float w = g < group ? sm.s[g][jj] : 0.0f;  // 0 for a key the row does not see
 #pragma unroll
-        for (int e = 0; e < kN; ++e) o[g][e] = fmaf(w, x[e], o[g][e]);
+        for (int c = 0; c < kN / 8; ++c) {  // one-byte codes: the weight times the scale of each 8 codes
+          const float wc = kScaledCodes<kT> ? w * raw[u].scale[c] : w;
+#pragma unroll
+          for (int e = 8 * c; e < 8 * c + 8; ++e) o[g][e] = fmaf(wc, x[e], o[g][e]);
+        }
       }
     }
   }

@@ -73,8 +73,27 @@ struct Raw {
   float scale[kN / 8];  // of features [8c, 8c + 8)
 };
 
+// One-byte codes whose value is code_value * scale, with one scale per 8 features (int8 groups, the per-tensor
+// int8 / fp8 scales): the span routine multiplies that scale once per 8 codes instead of once per code.
+template <KvDType kT>
+inline constexpr bool kScaledCodes = kElemBytes<kT> == 1;
+
+// Which int8 scale group features [d0 + 8c, d0 + 8c + 8) read (quant_group >= 8 divides head_dim, so 8 features
+// at a multiple of 8 share one): a lane that fetches the same features of many rows divides once, not per row.
+template <int kN>
+struct ScaleGroups {
+  int of[kN / 8];
+};
+template <int kN>
+__device__ ScaleGroups<kN> scale_groups(int d0, int quant_group) {
+  ScaleGroups<kN> g;
+#pragma unroll
+  for (int c = 0; c < kN / 8; ++c) g.of[c] = quant_group > 0 ? (d0 + 8 * c) / quant_group : 0;
+  return g;
+}
+
 template <KvDType kT, int kN>
-__device__ void fetch(const void* row, int d0, const KvRowScales& s, Raw<kT, kN>& r) {
+__device__ void fetch(const void* row, int d0, const KvRowScales& s, const ScaleGroups<kN>& groups, Raw<kT, kN>& r) {
   const uint8_t* at = static_cast<const uint8_t*>(row) + int64_t(d0) * kElemBytes<kT>;
   if constexpr (kN * kElemBytes<kT> >= 16) {
 #pragma unroll
@@ -83,38 +102,62 @@ __device__ void fetch(const void* row, int d0, const KvRowScales& s, Raw<kT, kN>
     const uint2 u = __ldg(reinterpret_cast<const uint2*>(at));
     r.w[0] = make_uint4(u.x, u.y, 0u, 0u);
   }
-  // int8: quant_group >= 8 divides head_dim, so 8 features at a multiple of 8 share one scale.
+  // e4m3 codes widen to the value / 256 (fp8_e4m3_to_f16_bits), so their scale carries the 256 (a power of two:
+  // the same bits).
 #pragma unroll
   for (int c = 0; c < kN / 8; ++c)
-    r.scale[c] = kT == KvDType::Int8 ? __ldg(s.group + (d0 + 8 * c) / s.quant_group) : s.quant_orig;
+    r.scale[c] = kT == KvDType::Int8      ? __ldg(s.group + groups.of[c])
+                 : kT == KvDType::Fp8E4M3 ? s.quant_orig * kFp8E4M3ViaF16Scale
+                                          : s.quant_orig;
+}
+template <KvDType kT, int kN>
+__device__ void fetch(const void* row, int d0, const KvRowScales& s, Raw<kT, kN>& r) {
+  fetch<kT, kN>(row, d0, s, scale_groups<kN>(d0, kT == KvDType::Int8 ? s.quant_group : 0), r);
 }
 
-__device__ inline float half_bits_to_float(uint16_t b) { return __half2float(__ushort_as_half(b)); }
-// The int8 code in the low byte of c as a float, exactly, without the quarter-rate integer conversion:
-// 0x4B000000 | b is 2^23 + b, and b = code + 128.
-__device__ inline float int8_value(uint32_t c) { return __int_as_float(int(0x4B000000u | (c ^ 0x80u))) - 8388736.0f; }
+// Codes e and e + 1 (e even) of a word of four one-byte codes, as the f16 pair whose high bytes they are.
+__device__ inline uint32_t code_pair_high_bytes(uint32_t word, int e) {
+  return __byte_perm(word, 0u, 0x0404u | (uint32_t(e) << 4) | (uint32_t(e + 1) << 12));
+}
 
 // The fetched features as kv_dequantize gives them (the f16 / fp8 widenings are exact, so the hardware
-// conversions agree with it); zeros where !valid (a key the row does not see: its bytes are another row's).
-template <KvDType kT, int kN>
+// conversions agree with it), without the scale where kScale is false (kScaledCodes: the caller multiplies
+// r.scale[e / 8] in); zeros where !valid (a key the row does not see: its bytes are another row's).
+// One-byte codes take one byte-permute per code (int8) or per two codes (fp8) instead of shifts and masks.
+template <KvDType kT, int kN, bool kScale = true>
 __device__ void widen(const Raw<kT, kN>& r, bool valid, float* x) {
   const uint32_t* w = reinterpret_cast<const uint32_t*>(r.w);
 #pragma unroll
-  for (int e = 0; e < kN; ++e) {
-    float v;
+  for (int e = 0; e < kN; e += 2) {
+    float v[2];
     if constexpr (kT == KvDType::F32) {
-      v = __uint_as_float(w[e]);
-    } else if constexpr (kT == KvDType::F16 || kT == KvDType::BF16) {
-      const uint16_t b = uint16_t(w[e / 2] >> (16 * (e % 2)));
-      v = kT == KvDType::F16 ? half_bits_to_float(b) : __uint_as_float(uint32_t(b) << 16);
+      v[0] = __uint_as_float(w[e]);
+      v[1] = __uint_as_float(w[e + 1]);
+    } else if constexpr (kT == KvDType::F16) {
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&w[e / 2]));
+      v[0] = f.x;
+      v[1] = f.y;
+    } else if constexpr (kT == KvDType::BF16) {
+      v[0] = __uint_as_float(w[e / 2] << 16);
+      v[1] = __uint_as_float(w[e / 2] & 0xffff0000u);
+    } else if constexpr (kT == KvDType::Int8 || kT == KvDType::Int8Static) {
+      // code + 128 as the low byte of 2^23's mantissa: 0x4B0000xx is 2^23 + code + 128, exactly.
+      const uint32_t biased = w[e / 4] ^ 0x80808080u;
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+        v[i] = __uint_as_float(__byte_perm(biased, 0x4B000000u, 0x7540u | uint32_t((e + i) % 4))) - 8388736.0f;
     } else {
-      const uint32_t c = (w[e / 4] >> (8 * (e % 4))) & 0xffu;
-      if constexpr (kT == KvDType::Int8 || kT == KvDType::Int8Static) v = int8_value(c) * r.scale[e / 8];
-      else if constexpr (kT == KvDType::Fp8E4M3)
-        v = half_bits_to_float(fp8_e4m3_to_f16_bits(uint8_t(c))) * kFp8E4M3ViaF16Scale * r.scale[e / 8];
-      else v = half_bits_to_float(uint16_t(c << 8)) * r.scale[e / 8];
+      uint32_t h = code_pair_high_bytes(w[e / 4], e % 4);  // e5m2 codes are the high bytes of f16s
+      if constexpr (kT == KvDType::Fp8E4M3) h = ((h >> 1) & 0x3f803f80u) | (h & 0x80008000u);
+      const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&h));
+      v[0] = f.x;
+      v[1] = f.y;
     }
-    x[e] = valid ? v : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      if constexpr (kScaledCodes<kT> && kScale) v[i] *= r.scale[(e + i) / 8];
+      x[e + i] = valid ? v[i] : 0.0f;
+    }
   }
 }
 
