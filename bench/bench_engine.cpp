@@ -11,8 +11,10 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -28,10 +30,24 @@ using namespace inflight;
 
 namespace {
 
-std::vector<int> parse_list(const std::string& s) {
+// A flag's value as a positive integer, or an error naming the flag.
+int int_flag(const std::string& flag, const std::string& value) {
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || n <= 0) throw std::runtime_error(flag + " takes a positive integer, not '" + value + "'");
+  return n;
+}
+
+std::vector<int> parse_list(const std::string& flag, const std::string& s) {
   std::vector<int> out;
   std::stringstream ss(s);
-  for (std::string item; std::getline(ss, item, ',');) out.push_back(std::stoi(item));
+  for (std::string item; std::getline(ss, item, ',');) out.push_back(int_flag(flag, item));
+  if (out.empty()) throw std::runtime_error(flag + " takes a comma-separated list of positive integers");
   return out;
 }
 
@@ -84,8 +100,8 @@ Rates run_once(engine::Engine& eng, const engine::ModelConfig& c, int num, int i
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  if (argc < 2) {
+int run(int argc, char** argv) {
+  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fprintf(stderr, "usage: %s MODEL [--concurrency 1,8,32] [--input-len 128] [--output-len 128] [--threads N] "
                  "[--kv-block-size 16] [--kv-dtype f16] [--rounds 3]\n", argv[0]);
     return 2;
@@ -96,12 +112,12 @@ int main(int argc, char** argv) {
   kernels::KvDType kv_dtype = kernels::KvDType::F16;  // the server's default
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--concurrency") levels = parse_list(value);
-    else if (flag == "--input-len") input_len = std::stoi(value);
-    else if (flag == "--output-len") output_len = std::stoi(value);
-    else if (flag == "--threads") threads = std::stoi(value);
-    else if (flag == "--kv-block-size") block_size = std::stoi(value);
-    else if (flag == "--rounds") rounds = std::stoi(value);
+    if (flag == "--concurrency") levels = parse_list(flag, value);
+    else if (flag == "--input-len") input_len = int_flag(flag, value);
+    else if (flag == "--output-len") output_len = int_flag(flag, value);
+    else if (flag == "--threads") threads = int_flag(flag, value);
+    else if (flag == "--kv-block-size") block_size = int_flag(flag, value);
+    else if (flag == "--rounds") rounds = int_flag(flag, value);
     else if (flag == "--kv-dtype") {
       if (!kernels::parse_kv_dtype(value, &kv_dtype)) {
         std::fprintf(stderr, "unknown --kv-dtype %s\n", value.c_str());
@@ -142,4 +158,13 @@ int main(int argc, char** argv) {
     std::printf("| %d | %.1f | %.2fx | %.1f |\n", levels[l], median(results[l]), median(results[l]) / base,
                 median(generation[l]));
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a model that does not load, a flag value that is not a number
+    std::fprintf(stderr, "bench_engine: %s\n", e.what());
+    return 1;
+  }
 }
