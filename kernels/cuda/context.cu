@@ -22,6 +22,13 @@ using namespace detail;
 
 constexpr int kThreads = 128;
 
+// 2^x by the hardware's approximate exponential (what __expf uses after its multiply by log2 e).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // Two floats as the operand type's pair (the first in the low half), rounded to nearest.
 template <bool kBf16>
 __device__ uint32_t pack2(float lo, float hi) {
@@ -202,7 +209,11 @@ __global__ void __launch_bounds__(kThreads)
 
   // The keys every row of the warp sees: from its last row's lo to its first row's hi (both grow with the row).
   const bool plain = p.mask.kind == MaskKind::None && p.softcap <= 0.0f;
-  const float scale = p.effective_scale();
+  // The softmax runs in log2 units (t = score * log2 e, m in t), so that each exponential is one ex2. Plain scores
+  // stay raw until then: t = raw * scale_log2 inside the exponent's FMA (the row max commutes with the positive
+  // scale). Masked or softcapped scores go through score_of, then into log2 units.
+  constexpr float kLog2e = 1.4426950408889634f;
+  const float scale_log2 = p.effective_scale() * kLog2e;
   const int warp_last = row0 + 16 * warp + 15;
   const int64_t warp_lo = warp_last < q_len ? row_at(p, seq, warp_last).lo : INT64_MAX;
   const int64_t warp_hi = warp_last < q_len ? row_at(p, seq, row0 + 16 * warp).hi : INT64_MIN;
@@ -250,20 +261,18 @@ __global__ void __launch_bounds__(kThreads)
       }
 
     // Scores, masks, and the online softmax of the lane's two rows (x = e / 2). A tile every row of the warp
-    // sees in full, with no mask or softcap, only scales (the rest: the inside of a causal prompt).
+    // sees in full, with no mask or softcap, takes its raw scores as they are (the inside of a causal prompt).
     const bool whole = plain && k0 >= warp_lo && k0 + kContextKeys - 1 <= warp_hi;
     float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < kNT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        if (whole) {
-          s[n][e] *= scale;
-        } else {
+        if (!whole) {
           const RowInfo& r = rows[e / 2];
           const int64_t j = k0 + 8 * n + 2 * (lane % 4) + e % 2;
           const bool seen = live[e / 2] && j >= r.lo && j <= r.hi;
-          s[n][e] = seen ? score_of(p, r, h, j, s[n][e]) : -INFINITY;
+          s[n][e] = !seen ? -INFINITY : plain ? s[n][e] : score_of(p, r, h, j, s[n][e]) * kLog2e;
         }
         mx[e / 2] = fmaxf(mx[e / 2], s[n][e]);
       }
@@ -272,9 +281,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int x = 0; x < 2; ++x) {
       mx[x] = fmaxf(mx[x], __shfl_xor_sync(0xffffffffu, mx[x], 1));
       mx[x] = fmaxf(mx[x], __shfl_xor_sync(0xffffffffu, mx[x], 2));
-      const float m_new = fmaxf(m[x], mx[x]);
+      const float m_new = fmaxf(m[x], plain ? mx[x] * scale_log2 : mx[x]);
       // A tile the row does not see: m_new == m, alpha == 1, p == 0: the state keeps its bits.
-      alpha[x] = m[x] == m_new ? 1.0f : __expf(m[x] - m_new);
+      alpha[x] = m[x] == m_new ? 1.0f : fast_exp2(m[x] - m_new);
       m[x] = m_new;
     }
     float sum[2] = {0.0f, 0.0f};
@@ -282,7 +291,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int n = 0; n < kNT; ++n)
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        s[n][e] = s[n][e] == -INFINITY ? 0.0f : __expf(s[n][e] - m[e / 2]);
+        const float t = plain ? fmaf(s[n][e], scale_log2, -m[e / 2]) : s[n][e] - m[e / 2];
+        s[n][e] = s[n][e] == -INFINITY ? 0.0f : fast_exp2(t);
         sum[e / 2] += s[n][e];
       }
 #pragma unroll
