@@ -258,7 +258,9 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
   constexpr int kLanesPerKey = kD / kN;
   constexpr int kKeysPerWarp = 32 / kLanesPerKey;
   constexpr int kKeyGroups = kWarps * kKeysPerWarp;
-  constexpr int kUnroll = kG == 8 ? 4 : 8;  // rows in flight per lane group (registers: q is 8 x kG)
+  // Rows per lane group and iteration (registers: q is kN x kG). Each iteration's rows are fetched during the
+  // one before, so 2 x kUnroll rows are in flight while a lane computes.
+  constexpr int kUnroll = kG == 8 ? 2 : 4;
   constexpr int kStep = kKeyGroups * kUnroll;  // keys per block iteration; divides kSpanKeys
   static_assert(kSpanKeys % kStep == 0);
   const PagedKvView& kv = p.kv;
@@ -292,9 +294,12 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     for (int e = 0; e < kN; ++e) q[g][e] = g < group ? sm.q[g][kl * kN + e] : 0.0f;
   __syncthreads();
 
+  Raw<kT, kN> raw[kUnroll], next[kUnroll];
+  fetch_rows(0, 0, raw);
   for (int base = 0; base < kSpanKeys; base += kStep) {
-    Raw<kT, kN> raw[kUnroll];
-    fetch_rows(0, base, raw);
+    // The next iteration's K rows stream in while these are used; the last iteration fetches V's first rows.
+    if (base + kStep < kSpanKeys) fetch_rows(0, base + kStep, next);
+    else fetch_rows(1, 0, next);
     // This lane's partial dot products, a[u * kG + g], widened one row at a time (registers).
     float a[kUnroll * kG];
 #pragma unroll
@@ -334,6 +339,8 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
         if (g < group) sm.s[g][jj] = sm.blk[jj] >= 0 ? score_of(p, r, h0 + g, k0 + jj, a[i]) : -INFINITY;
       }
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) raw[u] = next[u];
   }
   __syncthreads();
   span_softmax<kD, kG>(sm, group, m_out, d_out);
@@ -345,9 +352,8 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
   for (int g = 0; g < kG; ++g)
 #pragma unroll
     for (int e = 0; e < kN; ++e) o[g][e] = 0.0f;
-  for (int base = 0; base < kSpanKeys; base += kStep) {
-    Raw<kT, kN> raw[kUnroll];
-    fetch_rows(1, base, raw);
+  for (int base = 0; base < kSpanKeys; base += kStep) {  // raw: V rows of keys from base
+    if (base + kStep < kSpanKeys) fetch_rows(1, base + kStep, next);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int jj = base + u * kKeyGroups + kg;
@@ -364,6 +370,8 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
         }
       }
     }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) raw[u] = next[u];
   }
 #pragma unroll
   for (int g = 0; g < kG; ++g)
