@@ -246,8 +246,9 @@ __device__ __forceinline__ void reduce_scatter(float* a, int kl, int& first) {
 // The vectorized routine for head dim kD (64 or 128) and groups of up to kG query heads. A key row is read by
 // kD / kN lanes, kN features (one 16-byte load) each, so a warp reads 32 / (kD / kN) rows at a time; each
 // lane keeps its kN query features of every head in registers. The keys are read kUnroll rows per lane
-// group at once (every load issued before the first multiply), and the physical blocks of the span's keys
-// are looked up once, for K and V both. Same state, same thread-to-feature mapping of o, as the generic
+// group at once, each iteration's rows fetched during the iteration before (every load issued before the first
+// multiply on it), and the physical blocks of the span's keys are looked up once, for K and V both. One-byte
+// codes are multiplied by their scale once per 8 codes. Same state, same thread-to-feature mapping of o, as the generic
 // routine; every multiply-add is an explicit fmaf.
 template <KvDType kT, int kD, int kG>
 __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_head, int h0, int group, int64_t span,
@@ -274,8 +275,8 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
     sm.blk[jj] = j >= j_first && j <= j_last ? kv.block_of(p.kv_seq(r.seq, j), j) : -1;
   }
   const int first_blk = kv.block_of(p.kv_seq(r.seq, j_first), j_first);  // the span has a key the row sees
-  // The K (which = 0) or V rows of keys base + u * kKeyGroups + kg, every load issued before any is used; a key
-  // the row does not see reads the first one's row (widen zeroes it).
+  // The K (which = 0) or V rows of keys base + u * kKeyGroups + kg; a key the row does not see reads the first
+  // one's row (widen zeroes it).
   const ScaleGroups<kN> groups = scale_groups<kN>(kl * kN, kT == KvDType::Int8 ? kv.quant_group : 0);
   auto fetch_rows = [&](int which, int base, Raw<kT, kN>(&raw)[kUnroll]) {
 #pragma unroll
