@@ -277,7 +277,7 @@ __device__ void span_state(const AttentionParams& p, const RowInfo& r, int kv_he
   const int first_blk = kv.block_of(p.kv_seq(r.seq, j_first), j_first);  // the span has a key the row sees
   // The K (which = 0) or V rows of keys base + u * kKeyGroups + kg; a key the row does not see reads the first
   // one's row (widen zeroes it).
-  const ScaleGroups<kN> groups = scale_groups<kN>(kl * kN, kT == KvDType::Int8 ? kv.quant_group : 0);
+  const ScaleGroups<kN> groups = scale_groups<kT, kN>(kl * kN, kv.quant_group);
   auto fetch_rows = [&](int which, int base, Raw<kT, kN>(&raw)[kUnroll]) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {

@@ -80,15 +80,16 @@ inline constexpr bool kScaledCodes = kElemBytes<kT> == 1;
 
 // Which int8 scale group features [d0 + 8c, d0 + 8c + 8) read (quant_group >= 8 divides head_dim, so 8 features
 // at a multiple of 8 share one): a lane that fetches the same features of many rows divides once, not per row.
+// Other dtypes have no groups (zeros).
 template <int kN>
 struct ScaleGroups {
   int of[kN / 8];
 };
-template <int kN>
+template <KvDType kT, int kN>
 __device__ ScaleGroups<kN> scale_groups(int d0, int quant_group) {
   ScaleGroups<kN> g;
 #pragma unroll
-  for (int c = 0; c < kN / 8; ++c) g.of[c] = quant_group > 0 ? (d0 + 8 * c) / quant_group : 0;
+  for (int c = 0; c < kN / 8; ++c) g.of[c] = kT == KvDType::Int8 ? (d0 + 8 * c) / quant_group : 0;
   return g;
 }
 
@@ -112,7 +113,7 @@ __device__ void fetch(const void* row, int d0, const KvRowScales& s, const Scale
 }
 template <KvDType kT, int kN>
 __device__ void fetch(const void* row, int d0, const KvRowScales& s, Raw<kT, kN>& r) {
-  fetch<kT, kN>(row, d0, s, scale_groups<kN>(d0, kT == KvDType::Int8 ? s.quant_group : 0), r);
+  fetch<kT, kN>(row, d0, s, scale_groups<kT, kN>(d0, s.quant_group), r);
 }
 
 // Codes e and e + 1 (e even) of a word of four one-byte codes, as the f16 pair whose high bytes they are.
