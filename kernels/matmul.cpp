@@ -62,6 +62,12 @@ void quantize_block_256(const float* xb, int8_t* qb, float* d) {
 
 void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
                           int32_t* o, int32_t* c) {
+  if (active_isa() >= Isa::Avx512) quantize_activations_avx512(x, n, block, q, d, s, m, o, c);
+  else quantize_activations_scalar(x, n, block, q, d, s, m, o, c);
+}
+
+void quantize_activations_scalar(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
+                                 int32_t* o, int32_t* c) {
   for (int64_t b = 0; b < n / block; ++b) {
     if (block == 256) {
       quantize_block_256(x + b * block, q + b * block, d + b);

@@ -106,4 +106,11 @@ void attend_tile_avx2(const TileArgs& a) {
 }
 void merge_state_avx2(SoftmaxState& a, const SoftmaxState& b, int dim) { TileKernel<Avx2>::merge(a, b, dim); }
 
+void f16_row_f16c(const float* x, int n, uint16_t* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) out[i] = uint16_t(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x[i]), _MM_FROUND_TO_NEAREST_INT), 0));
+}
+
 }  // namespace inflight::kernels::cpu

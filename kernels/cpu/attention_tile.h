@@ -119,5 +119,8 @@ AttendTileFn attend_tile_fn();
 void merge_state_scalar(SoftmaxState& a, const SoftmaxState& b, int dim);
 void merge_state_avx2(SoftmaxState& a, const SoftmaxState& b, int dim);
 void merge_state_avx512(SoftmaxState& a, const SoftmaxState& b, int dim);
+// x[0, n) to f16 by F16C (round to nearest even: kv_quantize_row's F16 bits for every non-NaN value), for
+// the KV append where active_isa() >= Avx2.
+void f16_row_f16c(const float* x, int n, uint16_t* out);
 
 }  // namespace inflight::kernels::cpu

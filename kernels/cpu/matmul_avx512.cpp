@@ -177,7 +177,89 @@ struct HalfGroupKernel {
   }
 };
 
+// One value rounded to f16 and back (vcvtps2ph rounds to nearest even, as f32_to_f16 does).
+inline float round_to_f16(float v) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+}
+
+// (v + k) - k with k = 1.5 * 2^23: |v| < 2^22 rounded to the nearest even integer, as quantize_block_32 /
+// quantize_block_256 in matmul.cpp do, then converted exactly.
+inline __m512i round_even(__m512 v) {
+  const __m512 k = _mm512_set1_ps(12582912.0f);
+  return _mm512_cvttps_epi32(_mm512_sub_ps(_mm512_add_ps(v, k), k));
+}
+
+inline __m512 abs_ps(__m512 v) { return _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7fffffff))); }
+
+// The Q8_0 / Q8_1 block of quantize_block_32, with the optional o lanes, c and sums over each 16.
+inline void quantize_block_32(const float* xb, int8_t* qb, float* d, float* m, int32_t* o, int32_t* c, int16_t* s) {
+  const __m512 v0 = _mm512_loadu_ps(xb), v1 = _mm512_loadu_ps(xb + 16);
+  const float amax = _mm512_reduce_max_ps(_mm512_max_ps(abs_ps(v0), abs_ps(v1)));
+  const float scale = amax / 127.0f;
+  const __m512 inv = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  const __m512i i0 = round_even(_mm512_mul_ps(v0, inv)), i1 = round_even(_mm512_mul_ps(v1, inv));
+  const __m128i q0 = _mm512_cvtepi32_epi8(i0), q1 = _mm512_cvtepi32_epi8(i1);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), q0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), q1);
+  const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+  *d = round_to_f16(scale);
+  *m = round_to_f16(scale * float(sum));
+  if (c) *c = -128 * sum;
+  if (s) {
+    s[0] = int16_t(_mm512_reduce_add_epi32(i0));
+    s[1] = int16_t(_mm512_reduce_add_epi32(i1));
+  }
+  if (o) {  // -16 times each 4-quant sum: pairs, then quads
+    const __m256i q = _mm256_set_m128i(q1, q0);
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), q);
+    const __m256i quads = _mm256_madd_epi16(pairs, _mm256_set1_epi16(-16));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), quads);
+  }
+}
+
+// The Q8_K block of quantize_block_256, with its sums over each 16.
+inline void quantize_block_256(const float* xb, int8_t* qb, float* d, int16_t* s) {
+  __m512 amax_v = _mm512_setzero_ps();
+  for (int i = 0; i < 256; i += 16) amax_v = _mm512_max_ps(amax_v, abs_ps(_mm512_loadu_ps(xb + i)));
+  const float amax = _mm512_reduce_max_ps(amax_v);
+  if (amax == 0.0f) {
+    *d = 0.0f;
+    for (int i = 0; i < 256; i += 64) _mm512_storeu_si512(qb + i, _mm512_setzero_si512());
+    for (int g = 0; s && g < 16; ++g) s[g] = 0;
+    return;
+  }
+  // The first element of largest magnitude, with its sign.
+  float max = 0.0f;
+  for (int i = 0; i < 256; i += 16) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(abs_ps(_mm512_loadu_ps(xb + i)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+    if (hit != 0) {
+      max = xb[i + __builtin_ctz(hit)];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m512 is = _mm512_set1_ps(iscale);
+  for (int g = 0; g < 16; ++g) {
+    const __m512i q = _mm512_min_epi32(round_even(_mm512_mul_ps(is, _mm512_loadu_ps(xb + 16 * g))), _mm512_set1_epi32(127));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * g), _mm512_cvtepi32_epi8(q));
+    if (s) s[g] = int16_t(_mm512_reduce_add_epi32(q));
+  }
+  *d = 1.0f / iscale;
+}
+
 }  // namespace
+
+void quantize_activations_avx512(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
+                                 int32_t* o, int32_t* c) {
+  for (int64_t b = 0; b < n / block; ++b) {
+    if (block == 256) {
+      quantize_block_256(x + b * 256, q + b * 256, d + b, s ? s + b * 16 : nullptr);
+    } else {
+      quantize_block_32(x + b * 32, q + b * 32, d + b, m + b, o ? o + b * 8 : nullptr, c ? c + b : nullptr,
+                        s ? s + b * 2 : nullptr);
+    }
+  }
+}
 
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.interleaved) {

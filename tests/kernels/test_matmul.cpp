@@ -508,6 +508,55 @@ TEST_CASE("Q8_0 activations keep |q| <= 127 and x within half a step plus the f1
   CHECK(q[0] == 0);
 }
 
+TEST_CASE("activation quantisation: the AVX-512 version gives the scalar version's bits (blocks of 32 and 256)") {
+  if (!cpu::isa_supported(Isa::Avx512)) {
+    MESSAGE("skipped: this CPU has no AVX-512");
+    return;
+  }
+  // Random rows; rows where the largest magnitude comes twice with both signs (the first one's sign
+  // wins in blocks of 256); all-zero blocks; values on rounding midpoints (x = (k + 1/2) amax / 127,
+  // as quantised embeddings give); tiny and huge magnitudes (f16 subnormal and overflowing steps).
+  const int64_t n = 1536;
+  std::vector<std::vector<float>> rows;
+  for (int seed = 0; seed < 8; ++seed) rows.push_back(random_values(n, uint32_t(100 + seed)));
+  std::vector<float> ties = random_values(n, 7);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    ties[size_t(b * 32 + 5)] = 2.0f;
+    ties[size_t(b * 32 + 9)] = -2.0f;
+    for (int i = 10; i < 32; ++i) ties[size_t(b * 32 + i)] = (float(i % 7) + 0.5f) * 2.0f / 127.0f;
+  }
+  rows.push_back(ties);
+  std::vector<float> zeros = random_values(n, 8);
+  std::fill(zeros.begin(), zeros.begin() + 256 + 32, 0.0f);
+  rows.push_back(zeros);
+  std::vector<float> scales = random_values(n, 9);
+  for (int64_t i = 0; i < n; ++i) scales[size_t(i)] *= (i / 256) % 2 == 0 ? 1e-6f : 3e5f;
+  rows.push_back(scales);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    CAPTURE(r);
+    for (const int block : {32, 256}) {
+      CAPTURE(block);
+      struct Out {
+        std::vector<int8_t> q = std::vector<int8_t>(n);
+        std::vector<float> d = std::vector<float>(n / 32), m = std::vector<float>(n / 32);
+        std::vector<int16_t> s = std::vector<int16_t>(n / 16);
+        std::vector<int32_t> o = std::vector<int32_t>(n / 4), c = std::vector<int32_t>(n / 32);
+      } a, b;
+      const bool k = block == 256;
+      cpu::quantize_activations_scalar(rows[r].data(), n, block, a.q.data(), a.d.data(), a.s.data(),
+                                       k ? nullptr : a.m.data(), k ? nullptr : a.o.data(), k ? nullptr : a.c.data());
+      cpu::quantize_activations_avx512(rows[r].data(), n, block, b.q.data(), b.d.data(), b.s.data(),
+                                       k ? nullptr : b.m.data(), k ? nullptr : b.o.data(), k ? nullptr : b.c.data());
+      CHECK(a.q == b.q);
+      CHECK(std::memcmp(a.d.data(), b.d.data(), a.d.size() * sizeof(float)) == 0);
+      CHECK(std::memcmp(a.m.data(), b.m.data(), a.m.size() * sizeof(float)) == 0);
+      CHECK(a.s == b.s);
+      CHECK(a.o == b.o);
+      CHECK(a.c == b.c);
+    }
+  }
+}
+
 TEST_CASE("quantize_q8_0 test helper round-trips within half a step") {
   const auto values = random_values(4 * kQ8BlockSize, 3);
   const auto q = quantize_q8_0(values.data(), int64_t(values.size()));
