@@ -56,11 +56,13 @@ class ThreadPool {
   // The job ticket packs {generation:24, num_tasks:20, next_task:20} so a claim is one CAS that also
   // proves the job is still open; fn_ is read only after a successful claim, when the caller is
   // guaranteed to still be inside run() for that generation.
-  std::atomic<uint64_t> ticket_{0};
+  // The job's line (written by the caller, read by the workers) and the completion count (written by
+  // every thread that finishes a task, polled by the caller) lie on cache lines of their own.
+  alignas(64) std::atomic<uint64_t> ticket_{0};
   const std::function<void(int64_t)>* fn_ = nullptr;
   int64_t base_ = 0;  // task index of the job's first task (run() splits huge task counts into jobs)
-  std::atomic<int64_t> tasks_done_{0};
-  std::exception_ptr error_;  // guarded by mu_
+  alignas(64) std::atomic<int64_t> tasks_done_{0};
+  alignas(64) std::exception_ptr error_;  // guarded by mu_
   std::atomic<bool> failed_{false};
 
   std::mutex mu_;  // guards error_; held around sleeping and notifying
