@@ -63,6 +63,7 @@ void quantize_block_256(const float* xb, int8_t* qb, float* d) {
 void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
                           int32_t* o, int32_t* c) {
   if (active_isa() >= Isa::Avx512) quantize_activations_avx512(x, n, block, q, d, s, m, o, c);
+  else if (active_isa() == Isa::Avx2) quantize_activations_avx2(x, n, block, q, d, s, m, o, c);
   else quantize_activations_scalar(x, n, block, q, d, s, m, o, c);
 }
 

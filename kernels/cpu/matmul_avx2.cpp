@@ -112,7 +112,114 @@ struct Avx2Kernel {
   }
 };
 
+// One value rounded to f16 and back (vcvtps2ph rounds to nearest even, as f32_to_f16 does).
+inline float round_to_f16(float v) {
+  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
+}
+
+// (v + k) - k with k = 1.5 * 2^23: |v| < 2^22 rounded to the nearest even integer, as quantize_block_32 /
+// quantize_block_256 in matmul.cpp do, then converted exactly.
+inline __m256i round_even(__m256 v) {
+  const __m256 k = _mm256_set1_ps(12582912.0f);
+  return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(v, k), k));
+}
+
+inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
+
+inline float reduce_max_256(__m256 v) {
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_max_ss(x, _mm_movehdup_ps(x)));
+}
+
+inline int32_t reduce_add_epi32(__m256i v) {
+  __m128i x = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  x = _mm_add_epi32(x, _mm_unpackhi_epi64(x, x));
+  return _mm_cvtsi128_si32(_mm_add_epi32(x, _mm_shuffle_epi32(x, 1)));
+}
+
+// 16 int32 in [-128, 127] (a, then b) as 16 int8 in order.
+inline __m128i narrow_16(__m256i a, __m256i b) {
+  const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(a, b), 0xD8);
+  return _mm_packs_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+}
+
+// The Q8_0 / Q8_1 block of quantize_block_32, with the optional o lanes, c and sums over each 16.
+inline void quantize_block_32(const float* xb, int8_t* qb, float* d, float* m, int32_t* o, int32_t* c, int16_t* s) {
+  __m256 v[4];
+  __m256 amax_v = _mm256_setzero_ps();
+  for (int i = 0; i < 4; ++i) {
+    v[i] = _mm256_loadu_ps(xb + 8 * i);
+    amax_v = _mm256_max_ps(amax_v, abs_ps(v[i]));
+  }
+  const float amax = reduce_max_256(amax_v);
+  const float scale = amax / 127.0f;
+  const __m256 inv = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+  __m256i q[4];
+  for (int i = 0; i < 4; ++i) q[i] = round_even(_mm256_mul_ps(v[i], inv));
+  const __m128i q0 = narrow_16(q[0], q[1]), q1 = narrow_16(q[2], q[3]);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qb), q0);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16), q1);
+  const int32_t s0 = reduce_add_epi32(_mm256_add_epi32(q[0], q[1])), s1 = reduce_add_epi32(_mm256_add_epi32(q[2], q[3]));
+  const int32_t sum = s0 + s1;
+  *d = round_to_f16(scale);
+  *m = round_to_f16(scale * float(sum));
+  if (c) *c = -128 * sum;
+  if (s) {
+    s[0] = int16_t(s0);
+    s[1] = int16_t(s1);
+  }
+  if (o) {  // -16 times each 4-quant sum: pairs, then quads
+    const __m256i pairs = _mm256_maddubs_epi16(_mm256_set1_epi8(1), _mm256_set_m128i(q1, q0));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o), _mm256_madd_epi16(pairs, _mm256_set1_epi16(-16)));
+  }
+}
+
+// The Q8_K block of quantize_block_256, with its sums over each 16.
+inline void quantize_block_256(const float* xb, int8_t* qb, float* d, int16_t* s) {
+  __m256 amax_v = _mm256_setzero_ps();
+  for (int i = 0; i < 256; i += 8) amax_v = _mm256_max_ps(amax_v, abs_ps(_mm256_loadu_ps(xb + i)));
+  const float amax = reduce_max_256(amax_v);
+  if (amax == 0.0f) {
+    *d = 0.0f;
+    for (int i = 0; i < 256; i += 32) _mm256_storeu_si256(reinterpret_cast<__m256i*>(qb + i), _mm256_setzero_si256());
+    for (int g = 0; s && g < 16; ++g) s[g] = 0;
+    return;
+  }
+  // The first element of largest magnitude, with its sign.
+  float max = 0.0f;
+  for (int i = 0; i < 256; i += 8) {
+    const int hit = _mm256_movemask_ps(_mm256_cmp_ps(abs_ps(_mm256_loadu_ps(xb + i)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+    if (hit != 0) {
+      max = xb[i + __builtin_ctz(unsigned(hit))];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m256 is = _mm256_set1_ps(iscale);
+  const __m256i top = _mm256_set1_epi32(127);
+  for (int g = 0; g < 16; ++g) {
+    const __m256i a = _mm256_min_epi32(round_even(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 16 * g))), top);
+    const __m256i b = _mm256_min_epi32(round_even(_mm256_mul_ps(is, _mm256_loadu_ps(xb + 16 * g + 8))), top);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(qb + 16 * g), narrow_16(a, b));
+    if (s) s[g] = int16_t(reduce_add_epi32(_mm256_add_epi32(a, b)));
+  }
+  *d = 1.0f / iscale;
+}
+
 }  // namespace
+
+void quantize_activations_avx2(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
+                               int32_t* o, int32_t* c) {
+  for (int64_t b = 0; b < n / block; ++b) {
+    if (block == 256) {
+      quantize_block_256(x + b * 256, q + b * 256, d + b, s ? s + b * 16 : nullptr);
+    } else {
+      quantize_block_32(x + b * 32, q + b * 32, d + b, m + b, o ? o + b * 8 : nullptr, c ? c + b : nullptr,
+                        s ? s + b * 2 : nullptr);
+    }
+  }
+}
 
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   switch (a.dtype) {

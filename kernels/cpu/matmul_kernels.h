@@ -63,6 +63,8 @@ void quantize_activations(const float* x, int64_t n, int block, int8_t* q, float
                           int32_t* o = nullptr, int32_t* c = nullptr);
 void quantize_activations_scalar(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
                                  int32_t* o = nullptr, int32_t* c = nullptr);
+void quantize_activations_avx2(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
+                               int32_t* o = nullptr, int32_t* c = nullptr);
 void quantize_activations_avx512(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
                                  int32_t* o = nullptr, int32_t* c = nullptr);
 

@@ -508,9 +508,9 @@ TEST_CASE("Q8_0 activations keep |q| <= 127 and x within half a step plus the f1
   CHECK(q[0] == 0);
 }
 
-TEST_CASE("activation quantisation: the AVX-512 version gives the scalar version's bits (blocks of 32 and 256)") {
-  if (!cpu::isa_supported(Isa::Avx512)) {
-    MESSAGE("skipped: this CPU has no AVX-512");
+TEST_CASE("activation quantisation: the AVX2 and AVX-512 versions give the scalar version's bits (blocks of 32 and 256)") {
+  if (!cpu::isa_supported(Isa::Avx2)) {
+    MESSAGE("skipped: this CPU has no AVX2");
     return;
   }
   // Random rows; rows where the largest magnitude comes twice with both signs (the first one's sign
@@ -541,18 +541,24 @@ TEST_CASE("activation quantisation: the AVX-512 version gives the scalar version
         std::vector<float> d = std::vector<float>(n / 32), m = std::vector<float>(n / 32);
         std::vector<int16_t> s = std::vector<int16_t>(n / 16);
         std::vector<int32_t> o = std::vector<int32_t>(n / 4), c = std::vector<int32_t>(n / 32);
-      } a, b;
+      } a;
       const bool k = block == 256;
       cpu::quantize_activations_scalar(rows[r].data(), n, block, a.q.data(), a.d.data(), a.s.data(),
                                        k ? nullptr : a.m.data(), k ? nullptr : a.o.data(), k ? nullptr : a.c.data());
-      cpu::quantize_activations_avx512(rows[r].data(), n, block, b.q.data(), b.d.data(), b.s.data(),
-                                       k ? nullptr : b.m.data(), k ? nullptr : b.o.data(), k ? nullptr : b.c.data());
-      CHECK(a.q == b.q);
-      CHECK(std::memcmp(a.d.data(), b.d.data(), a.d.size() * sizeof(float)) == 0);
-      CHECK(std::memcmp(a.m.data(), b.m.data(), a.m.size() * sizeof(float)) == 0);
-      CHECK(a.s == b.s);
-      CHECK(a.o == b.o);
-      CHECK(a.c == b.c);
+      for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
+        if (!cpu::isa_supported(isa)) continue;
+        CAPTURE(cpu::isa_name(isa));
+        Out b;
+        (isa == Isa::Avx2 ? cpu::quantize_activations_avx2 : cpu::quantize_activations_avx512)(
+            rows[r].data(), n, block, b.q.data(), b.d.data(), b.s.data(), k ? nullptr : b.m.data(),
+            k ? nullptr : b.o.data(), k ? nullptr : b.c.data());
+        CHECK(a.q == b.q);
+        CHECK(std::memcmp(a.d.data(), b.d.data(), a.d.size() * sizeof(float)) == 0);
+        CHECK(std::memcmp(a.m.data(), b.m.data(), a.m.size() * sizeof(float)) == 0);
+        CHECK(a.s == b.s);
+        CHECK(a.o == b.o);
+        CHECK(a.c == b.c);
+      }
     }
   }
 }
