@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/matmul_q8_int8.h"
 #include "kernels/cpu/matmul_quant_int8.h"
+#include "kernels/cpu/matmul_quantize_blocks.h"
 #include "kernels/cpu/matmul_tiling.h"
 
 namespace inflight::kernels::cpu {
@@ -251,14 +252,7 @@ inline void quantize_block_256(const float* xb, int8_t* qb, float* d, int16_t* s
 
 void quantize_activations_avx512(const float* x, int64_t n, int block, int8_t* q, float* d, int16_t* s, float* m,
                                  int32_t* o, int32_t* c) {
-  for (int64_t b = 0; b < n / block; ++b) {
-    if (block == 256) {
-      quantize_block_256(x + b * 256, q + b * 256, d + b, s ? s + b * 16 : nullptr);
-    } else {
-      quantize_block_32(x + b * 32, q + b * 32, d + b, m + b, o ? o + b * 8 : nullptr, c ? c + b : nullptr,
-                        s ? s + b * 2 : nullptr);
-    }
-  }
+  quantize_blocks<quantize_block_32, quantize_block_256>(x, n, block, q, d, s, m, o, c);
 }
 
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
