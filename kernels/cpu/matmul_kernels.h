@@ -53,8 +53,8 @@ inline constexpr int64_t kHalfTokenTile = 12;
 // else 32 (Q8_0).
 inline int activation_block_size(DType t) { return is_kquant(t) ? 256 : 32; }
 
-// For Q4_0 .. Q6_K: blocks of `block` weights as llama.cpp quantises them (matmul.cpp), plus (s != nullptr, any block; used by
-// the K-quants) s[n / 16]: sums of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the
+// For Q4_0 .. Q6_K: blocks of `block` weights as llama.cpp quantises them (matmul.cpp), plus, where s != nullptr
+// (either block size; the K-quants need them), s[n / 16]: sums of q over each 16. block 32: d is rounded to f16 and m[n / 32] (required) gets the f32 scale times the
 // block's sum of q, rounded to f16, and o (optional) [n / 32, 8] the MatmulArgs::xo lanes; block 256: m and
 // o are unused.
 // c (optional, block 32) [n / 32]: -128 times each block's sum of q (MatmulArgs::xc).

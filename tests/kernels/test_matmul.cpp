@@ -514,16 +514,17 @@ TEST_CASE("activation quantisation: the AVX2 and AVX-512 versions give the scala
     return;
   }
   // Random rows; rows where the largest magnitude comes twice with both signs (the first one's sign
-  // wins in blocks of 256); all-zero blocks; values on rounding midpoints (x = (k + 1/2) amax / 127,
-  // as quantised embeddings give); tiny and huge magnitudes (f16 subnormal and overflowing steps).
+  // wins in blocks of 256); all-zero blocks; values exactly on rounding midpoints (amax 127, so x is
+  // scaled by exactly 1 or -1 and k + 1/2 must round to even, as quantised embeddings need); tiny and
+  // huge magnitudes (f16 subnormal and overflowing steps).
   const int64_t n = 1536;
   std::vector<std::vector<float>> rows;
   for (int seed = 0; seed < 8; ++seed) rows.push_back(random_values(n, uint32_t(100 + seed)));
   std::vector<float> ties = random_values(n, 7);
   for (int64_t b = 0; b < n / 32; ++b) {
-    ties[size_t(b * 32 + 5)] = 2.0f;
-    ties[size_t(b * 32 + 9)] = -2.0f;
-    for (int i = 10; i < 32; ++i) ties[size_t(b * 32 + i)] = (float(i % 7) + 0.5f) * 2.0f / 127.0f;
+    ties[size_t(b * 32 + 5)] = 127.0f;
+    ties[size_t(b * 32 + 9)] = -127.0f;
+    for (int i = 10; i < 32; ++i) ties[size_t(b * 32 + i)] = float(i % 7 - 3) + 0.5f;
   }
   rows.push_back(ties);
   std::vector<float> zeros = random_values(n, 8);
