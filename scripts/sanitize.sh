@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds inflight with sanitizers, in a build folder of its own, and runs tests under them.
-#   scripts/sanitize.sh asan [build-dir] [cmake args...]   AddressSanitizer + UBSan; the ctest suite (but three, below)
+#   scripts/sanitize.sh asan [build-dir] [cmake args...]   AddressSanitizer + UBSan; ctest but 3
 #   scripts/sanitize.sh tsan [build-dir] [cmake args...]   ThreadSanitizer; the engine and server tests
 # The code under test at -O1 with line tables (-g1: file and line in every report), the test executables' own
 # code at -O0 (INFLIGHT_TEST_OPT: half of the build's time at -O1), no micro-benchmarks. Reports of every
