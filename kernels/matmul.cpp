@@ -85,6 +85,11 @@ void quantize_activations_scalar(const float* x, int64_t n, int block, int8_t* q
   }
 }
 
+void pack_token_tile_scalar(const float* x, int64_t cols, int64_t n, float* out) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t c = 0; c < cols; ++c) out[c * n + t] = x[t * cols + c];
+}
+
 }  // namespace cpu
 
 namespace {
@@ -213,11 +218,8 @@ void pack_token_tiles(const float* x, int64_t cols, int64_t num_tokens, float* x
   const auto pack = [j = &job](int64_t begin, int64_t end) {  // one pointer: stored inline
     for (int64_t k = begin; k < end; ++k) {
       const int64_t t0 = k * cpu::kHalfTokenTile, n = std::min(cpu::kHalfTokenTile, j->num_tokens - t0);
-      float* out = j->xt + t0 * j->cols;
-      for (int64_t t = 0; t < n; ++t) {
-        const float* row = j->x + (t0 + t) * j->cols;
-        for (int64_t c = 0; c < j->cols; ++c) out[c * n + t] = row[c];
-      }
+      (cpu::active_isa() >= cpu::Isa::Avx512 ? cpu::pack_token_tile_avx512 : cpu::pack_token_tile_scalar)(
+          j->x + t0 * j->cols, j->cols, n, j->xt + t0 * j->cols);
     }
   };
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols * cpu::kHalfTokenTile));

@@ -255,6 +255,45 @@ void quantize_activations_avx512(const float* x, int64_t n, int block, int8_t* q
   quantize_blocks<quantize_block_32, quantize_block_256>(x, n, block, q, d, s, m, o, c);
 }
 
+void pack_token_tile_avx512(const float* x, int64_t cols, int64_t n, float* out) {
+  // Per 16 columns: the n rows' 16 floats (zeros past n), transposed 16 x 16 in four rounds of two-input
+  // shuffles (pairs of rows, pairs of pairs, then 128-bit lanes twice), and column j's first n lanes
+  // stored at out + j n.
+  const __mmask16 store_mask = __mmask16((1u << n) - 1);
+  for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+    const int64_t m = cols - c0 < 16 ? cols - c0 : 16;
+    const __mmask16 load_mask = __mmask16((1u << m) - 1);
+    __m512 r[16], t[16], u[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) r[i] = i < n ? _mm512_maskz_loadu_ps(load_mask, x + i * cols + c0) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) {  // t[2i], t[2i + 1]: rows 2i, 2i + 1 interleaved, columns 4L + {0, 1} / {2, 3}
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) {  // u[4i + k], 128-bit lane L: column 4L + k of rows 4i .. 4i + 3
+      const __m512d a0 = _mm512_castps_pd(t[4 * i]), a1 = _mm512_castps_pd(t[4 * i + 1]);
+      const __m512d b0 = _mm512_castps_pd(t[4 * i + 2]), b1 = _mm512_castps_pd(t[4 * i + 3]);
+      u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, b0));
+      u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, b0));
+      u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, b1));
+      u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, b1));
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {  // columns k, 4 + k, 8 + k, 12 + k
+      const __m512 v0 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0x88), v1 = _mm512_shuffle_f32x4(u[k], u[4 + k], 0xdd);
+      const __m512 v2 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0x88);
+      const __m512 v3 = _mm512_shuffle_f32x4(u[8 + k], u[12 + k], 0xdd);
+      const __m512 col[4] = {_mm512_shuffle_f32x4(v0, v2, 0x88), _mm512_shuffle_f32x4(v1, v3, 0x88),
+                             _mm512_shuffle_f32x4(v0, v2, 0xdd), _mm512_shuffle_f32x4(v1, v3, 0xdd)};
+#pragma GCC unroll 4
+      for (int l = 0; l < 4; ++l)
+        if (4 * l + k < m) _mm512_mask_storeu_ps(out + (c0 + 4 * l + k) * n, store_mask, col[l]);
+    }
+  }
+}
+
 void matmul_rows_avx512(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.interleaved) {
     if (a.dtype == DType::F16) HalfGroupKernel<DType::F16>::run(a, row_begin, row_end);
