@@ -36,13 +36,6 @@ constexpr size_t kHugePage = size_t(2) << 20;    // x86-64 transparent huge page
 
 }  // namespace
 
-void make_writable(const void* p, uint64_t n, bool writable) {
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(p) + n + page - 1) & ~(page - 1);
-  mprotect(reinterpret_cast<void*>(begin), end - begin, writable ? PROT_READ | PROT_WRITE : PROT_READ);
-}
-
 HugePageMemory allocate_huge_pages(size_t bytes) {
   // Over-allocated by one huge page so that the start can be aligned to one.
   const size_t mapped = bytes + kHugePage;
@@ -91,7 +84,9 @@ MappedFile map_file(const std::string& path) {
     throw_load_error(path, "the file changed while it was read; load it again once it is complete");
   // The private copy is what is served; the page cache's copy may go.
   posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
-  mprotect(bytes, size_t(file.size), PROT_READ);  // NOTE: views are const; a stray write faults at once
+  // NOTE: the copy stays read-write (views are const). Made read-only with mprotect, it was read at a third
+  // of the bandwidth on the first pass after loading: the first prompt of a TinyLlama f16 server took 167-263
+  // ms instead of 63-83 (bench/RESULTS.md).
   file.data = bytes;
   file.owner = std::move(memory.owner);
   return file;

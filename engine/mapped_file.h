@@ -28,8 +28,4 @@ struct HugePageMemory {
 };
 HugePageMemory allocate_huge_pages(size_t bytes);
 
-// Makes the pages holding bytes [p, p + n) of a map_file() copy writable (`writable`) or read-only again:
-// for rearranging weights in place while loading, before any view of them is handed out.
-void make_writable(const void* p, uint64_t n, bool writable);
-
 }  // namespace inflight::engine

@@ -17,7 +17,6 @@
 #include "engine/default_model.h"
 #include "engine/gguf.h"
 #include "engine/load_error.h"
-#include "engine/mapped_file.h"
 #include "engine/safetensors.h"
 
 namespace inflight::engine {
@@ -181,15 +180,6 @@ class WeightBinder {
   std::string where_;
   ModelWeights& w_;
 };
-
-// Rearranges w's matrices where they lie (interleave_matrices in place), in `copies`: the map_file() copies
-// of the files they view, so Model adds no second copy of them. Each copy is made writable and read-only
-// again whole: changing the protection of part of a 2 MiB page splits it into 4 KiB pages.
-void interleave_in_place(ModelWeights& w, const std::vector<std::span<const uint8_t>>& copies) {
-  for (std::span<const uint8_t> c : copies) make_writable(c.data(), c.size(), true);
-  interleave_matrices(w, true);
-  for (std::span<const uint8_t> c : copies) make_writable(c.data(), c.size(), false);
-}
 
 // ------------------------------------------------------------------------------------------------
 // GGUF
@@ -361,7 +351,7 @@ LoadedModel load_gguf(const GgufFile& g) {
   }
   Tokenizer tokenizer = Tokenizer::from_vocab(gguf_vocab(g, w.config.vocab_size), g.path());
   tokenizer.pad_vocab(w.config.vocab_size);
-  if (g.private_copy()) interleave_in_place(w, {g.bytes()});
+  if (g.private_copy()) interleave_matrices(w, true);  // in the file's private copy: no second copy of them
   return LoadedModel{std::move(w), std::move(tokenizer), g.get_string("tokenizer.chat_template").value_or("")};
 }
 
@@ -575,11 +565,8 @@ LoadedModel load_hf(const std::string& folder) {
   binder.bind_all(kHfNames, w.config.tied_embeddings);
   // A matrix the binder copied for alignment is private memory too.
   const auto& files = st.files();
-  if (std::all_of(files.begin(), files.end(), [](const SafetensorsFile& f) { return f.private_copy(); })) {
-    std::vector<std::span<const uint8_t>> copies;
-    for (const SafetensorsFile& f : files) copies.push_back(f.bytes());
-    interleave_in_place(w, copies);
-  }
+  if (std::all_of(files.begin(), files.end(), [](const SafetensorsFile& f) { return f.private_copy(); }))
+    interleave_matrices(w, true);
 
   Tokenizer tokenizer = hf_tokenizer(dir);
   if (tokenizer.vocab_size() > w.config.vocab_size)
