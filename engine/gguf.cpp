@@ -152,7 +152,6 @@ class GgufParser {
     GgufFile f;
     f.path_ = std::move(path);
     f.storage_ = std::move(owner);
-    f.bytes_ = std::span<const uint8_t>(data, size_t(size));
     ByteReader r(data, size, f.path_);
 
     char magic[4];

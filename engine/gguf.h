@@ -68,10 +68,8 @@ class GgufFile {
   // Keeps the mapped bytes alive for views handed out.
   std::shared_ptr<const void> storage() const { return storage_; }
   // Whether the bytes are this file's own private copy (open(), engine/mapped_file.h), which the loader may
-  // rearrange in place before anything else views it (make_writable()); not so for the other sources.
+  // rearrange in place before anything else views it; not so for the other sources.
   bool private_copy() const { return private_copy_; }
-  // The whole file's bytes.
-  std::span<const uint8_t> bytes() const { return bytes_; }
 
  private:
   std::string path_;
@@ -81,7 +79,6 @@ class GgufFile {
   std::map<std::string, size_t> tensor_index_;
   std::shared_ptr<const void> storage_;
   bool private_copy_ = false;
-  std::span<const uint8_t> bytes_;
   friend class GgufParser;
 };
 

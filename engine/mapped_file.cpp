@@ -84,9 +84,9 @@ MappedFile map_file(const std::string& path) {
     throw_load_error(path, "the file changed while it was read; load it again once it is complete");
   // The private copy is what is served; the page cache's copy may go.
   posix_fadvise(f.fd, 0, 0, POSIX_FADV_DONTNEED);
-  // NOTE: the copy stays read-write (views are const). Made read-only with mprotect, it was read at a third
-  // of the bandwidth on the first pass after loading: the first prompt of a TinyLlama f16 server took 167-263
-  // ms instead of 63-83 (bench/RESULTS.md).
+  // NOTE: the copy stays read-write (views are const). Made read-only with mprotect, it was read at about a
+  // third of the bandwidth on the first pass after loading: TinyLlama f16's first 6-token prompt took 167-416
+  // ms instead of 59-83, a server's first request 268-512 ms instead of 97-108 (bench/RESULTS.md).
   file.data = bytes;
   file.owner = std::move(memory.owner);
   return file;

@@ -9,7 +9,6 @@
 #include <functional>
 #include <iterator>
 #include <limits>
-#include <span>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <optional>

@@ -80,7 +80,6 @@ SafetensorsFile SafetensorsFile::parse(const std::string& path, const MappedFile
   SafetensorsFile f;
   f.path_ = path;
   f.storage_ = m.owner;
-  f.bytes_ = {m.data, size_t(m.size)};
   if (m.size < 8) throw_load_error(path, "truncated file: " + std::to_string(m.size) + " bytes, no header length");
   uint64_t header_len = 0;
   std::memcpy(&header_len, m.data, 8);

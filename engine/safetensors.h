@@ -7,7 +7,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -42,10 +41,9 @@ class SafetensorsFile {
   const SafetensorsTensor* find_tensor(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }  // "__metadata__"
   std::shared_ptr<const void> storage() const { return storage_; }
-  // Whether the bytes are this file's own map_file() copy (open()), which the loader may rearrange in place
-  // (make_writable), rather than memory the caller shares (from_memory()).
+  // Whether the bytes are this file's own map_file() copy (open()), which the loader may rearrange in place,
+  // rather than memory the caller shares (from_memory()).
   bool private_copy() const { return private_copy_; }
-  std::span<const uint8_t> bytes() const { return bytes_; }
 
  private:
   static SafetensorsFile parse(const std::string& path, const MappedFile& bytes);
@@ -55,7 +53,6 @@ class SafetensorsFile {
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
   std::shared_ptr<const void> storage_;
-  std::span<const uint8_t> bytes_;
   bool private_copy_ = false;
 };
 
