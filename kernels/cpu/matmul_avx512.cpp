@@ -153,12 +153,42 @@ struct HalfGroupKernel {
     }
   }
 
+  // Half h (rows 16h .. 16h + 15) of group g against the two packed token tiles at t0: 24 accumulators,
+  // one weight vector, a broadcast. Per column one widening feeds 24 FMAs instead of 12 (Intel: the widening
+  // takes 2 FMA-port uops; the tile loop alone, one thread, hot: 1.11-1.14x the 32 x 12 tile). The same
+  // lane chains, so the same bits.
+  static void half_tile(const MatmulArgs& a, int64_t g, int h, int64_t t0) {
+    constexpr int T = 2 * kTokenTile;
+    const int64_t cols = a.cols;
+    const uint8_t* w = a.w + g * cols * 2 * kGroup + h * 32;  // this half of each column's line
+    const float* x0 = a.xt + t0 * cols;                        // [cols, 12] tokens t0 ..
+    const float* x1 = x0 + kTokenTile * cols;                  // [cols, 12] tokens t0 + 12 ..
+    __m512 acc[T];
+#pragma GCC unroll 24
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < cols; ++c) {
+      const __m512 wv = widen(w + c * 2 * kGroup);
+#pragma GCC unroll 12
+      for (int t = 0; t < kTokenTile; ++t) acc[t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x0[c * kTokenTile + t]), acc[t]);
+#pragma GCC unroll 12
+      for (int t = 0; t < kTokenTile; ++t)
+        acc[kTokenTile + t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x1[c * kTokenTile + t]), acc[kTokenTile + t]);
+    }
+    float* y = a.y + t0 * a.rows + g * kGroup + h * 16;  // [T, rows]
+#pragma GCC unroll 24
+    for (int t = 0; t < T; ++t) _mm512_storeu_ps(y + t * a.rows, acc[t]);
+  }
+
   // Rows [row_begin, row_end): whole groups.
   static void run(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroup) {
       prefetch_ahead(a, r0, kGroup, row_begin, row_end);
       const int64_t g = r0 / kGroup;
       int64_t t0 = 0;
+      for (; a.xt != nullptr && t0 + 2 * kTokenTile <= a.num_tokens; t0 += 2 * kTokenTile) {
+        half_tile(a, g, 0, t0);
+        half_tile(a, g, 1, t0);
+      }
       for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile>(a, g, t0);
       switch (a.num_tokens - t0) {
         case 0: break;
