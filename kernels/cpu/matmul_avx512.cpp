@@ -121,7 +121,7 @@ template <DType D>
 struct HalfGroupKernel {
   static constexpr int kGroup = 32;
   static constexpr int kTokenTile = int(kHalfTokenTile);  // 24 accumulators, 2 weight vectors, a broadcast
-  static constexpr int kDecodePrefetchBytes = 4096;  // 64 lines ahead (1-8 KiB measured: 4 KiB best)
+  static constexpr int kDecodePrefetchBytes = 4096;  // 64 lines ahead (1 KiB fell short; 2-8 KiB alike)
 
   static __m512 widen(const uint8_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -140,8 +140,9 @@ struct HalfGroupKernel {
     for (int64_t c = 0; c < cols; ++c) {
       // One token: each output's FMA chain sets the pace (4 cycles a line), and the out-of-order window
       // then keeps too few lines in flight; a prefetch kDecodePrefetchBytes ahead keeps DRAM busy (Intel host,
-      // this loop alone on 2 threads: 12.7 -> 18.6 GB/s, as fast as 4 interleaved groups).
-      if constexpr (T == 1) _mm_prefetch(reinterpret_cast<const char*>(w + c * 2 * kGroup) + kDecodePrefetchBytes, _MM_HINT_T0);
+      // this loop alone on 2 threads: 12.7 -> 18.6 GB/s, as fast as 4 interleaved groups; see bench/RESULTS.md).
+      if constexpr (T == 1)
+        _mm_prefetch(reinterpret_cast<const char*>(w + c * 2 * kGroup) + kDecodePrefetchBytes, _MM_HINT_T0);
       const __m512 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 32);
 #pragma GCC unroll 12
       for (int t = 0; t < T; ++t) {
