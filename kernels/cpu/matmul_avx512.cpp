@@ -159,6 +159,33 @@ struct HalfGroupKernel {
     }
   }
 
+  // One token, groups g and g + 1 side by side: two streams of lines, each prefetched into L2, and four FMA
+  // chains instead of two, so twice the lines are in flight per cycle of chain latency. Intel host: TinyLlama
+  // f16 decode 1.08-1.18x tile<1> (alternating), and the L2 hint 1.06x the L1 one; a plain AVX-512 sum reads
+  // only 5-15 % more. Each output keeps its own chain: the same bits.
+  static void tile1_pair(const MatmulArgs& a, int64_t g) {
+    const int64_t cols = a.cols;
+    const uint8_t* w0 = a.w + g * cols * 2 * kGroup;  // [cols, 32] of D, group g
+    const uint8_t* w1 = w0 + cols * 2 * kGroup;       // group g + 1
+    const float* x = a.xt != nullptr ? a.xt : a.x;     // one token: packed and row layouts coincide
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t o = c * 2 * kGroup;
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + o) + kDecodePrefetchBytes, _MM_HINT_T1);
+      _mm_prefetch(reinterpret_cast<const char*>(w1 + o) + kDecodePrefetchBytes, _MM_HINT_T1);
+      const __m512 xb = _mm512_set1_ps(x[c]);
+      acc0 = _mm512_fmadd_ps(widen(w0 + o), xb, acc0);
+      acc1 = _mm512_fmadd_ps(widen(w0 + o + 32), xb, acc1);
+      acc2 = _mm512_fmadd_ps(widen(w1 + o), xb, acc2);
+      acc3 = _mm512_fmadd_ps(widen(w1 + o + 32), xb, acc3);
+    }
+    float* y = a.y + g * kGroup;
+    _mm512_storeu_ps(y, acc0);
+    _mm512_storeu_ps(y + 16, acc1);
+    _mm512_storeu_ps(y + 32, acc2);
+    _mm512_storeu_ps(y + 48, acc3);
+  }
+
   // Half h (rows 16h .. 16h + 15) of group g against the two packed token tiles at t0: 24 accumulators,
   // one weight vector, a broadcast. Per column one widening feeds 24 FMAs instead of 12 (Intel: the widening
   // takes 2 FMA-port uops; the tile loop alone, one thread, hot: 1.11-1.14x the 32 x 12 tile). The same
@@ -188,6 +215,11 @@ struct HalfGroupKernel {
   // Rows [row_begin, row_end): whole groups.
   static void run(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
     for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroup) {
+      if (a.num_tokens == 1 && r0 + 2 * kGroup <= row_end) {
+        tile1_pair(a, r0 / kGroup);
+        r0 += kGroup;
+        continue;
+      }
       prefetch_ahead(a, r0, kGroup, row_begin, row_end);
       const int64_t g = r0 / kGroup;
       int64_t t0 = 0;
