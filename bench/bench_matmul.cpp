@@ -130,11 +130,53 @@ void run_triad(benchmark::State& state) {
 }
 
 // Read-only bandwidth: sum of one 384 MiB array, the access pattern of a GEMV (weights read once,
-// nothing written). Four independent 4-float partial sums (baseline SSE) keep the loads in flight.
+// nothing written), with the widest loads of the active ISA, as the decode kernels read. Narrow loads
+// understate the memory system: on the Intel host in bench/RESULTS.md, 16-byte loads read 15-18 GB/s
+// where 64-byte loads read 24-26 (the load buffer, not DRAM, bounds the lines in flight).
 // huge_pages: the buffer on 2 MiB pages where the kernel allows it, as the model's weights are
 // (engine/mapped_file.cpp); else on 4 KiB pages.
-void run_read(benchmark::State& state, bool huge_pages) {
+__attribute__((target("avx512f"))) float sum_avx512(const float* p, int64_t n) {  // n: a multiple of 64
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i < n; i += 64) {
+    s0 = _mm512_add_ps(s0, _mm512_loadu_ps(p + i));
+    s1 = _mm512_add_ps(s1, _mm512_loadu_ps(p + i + 16));
+    s2 = _mm512_add_ps(s2, _mm512_loadu_ps(p + i + 32));
+    s3 = _mm512_add_ps(s3, _mm512_loadu_ps(p + i + 48));
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+  return lanes[0];
+}
+
+__attribute__((target("avx2"))) float sum_avx2(const float* p, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i < n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_loadu_ps(p + i));
+    s1 = _mm256_add_ps(s1, _mm256_loadu_ps(p + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_loadu_ps(p + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_loadu_ps(p + i + 24));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)));
+  return lanes[0];
+}
+
+float sum_sse(const float* p, int64_t n) {
   typedef float Vec4 __attribute__((vector_size(16)));
+  Vec4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
+  for (int64_t i = 0; i < n; i += 16) {
+    Vec4 v[4];
+    std::memcpy(v, p + i, sizeof(v));
+    s0 += v[0];
+    s1 += v[1];
+    s2 += v[2];
+    s3 += v[3];
+  }
+  const Vec4 total = (s0 + s1) + (s2 + s3);
+  return total[0];
+}
+
+void run_read(benchmark::State& state, bool huge_pages) {
   constexpr size_t kHuge = size_t(2) << 20;
   const int64_t n = int64_t(96) << 20;  // floats, 384 MiB: a multiple of kHuge
   std::unique_ptr<float, decltype(&std::free)> buffer(
@@ -146,23 +188,17 @@ void run_read(benchmark::State& state, bool huge_pages) {
   if (huge_pages) madvise(buffer.get(), size_t(n) * 4, MADV_HUGEPAGE);
   float* const data = buffer.get();
   std::fill(data, data + n, 1.0f);
+  const cpu::Isa isa = cpu::active_isa();
+  float (*const sum)(const float*, int64_t) =
+      isa >= cpu::Isa::Avx512 ? sum_avx512 : isa >= cpu::Isa::Avx2 ? sum_avx2 : sum_sse;
+  constexpr int64_t kChunk = 64;  // floats per parallel_for unit
   for (auto _ : state) {
-    compute_pool().parallel_for(n / 16, int64_t(1) << 12, [&](int64_t begin, int64_t end) {
-      Vec4 s0 = {}, s1 = {}, s2 = {}, s3 = {};
-      for (int64_t i = begin * 16; i < end * 16; i += 16) {
-        Vec4 v[4];
-        std::memcpy(v, data + i, sizeof(v));
-        s0 += v[0];
-        s1 += v[1];
-        s2 += v[2];
-        s3 += v[3];
-      }
-      Vec4 total = (s0 + s1) + (s2 + s3);
-      benchmark::DoNotOptimize(total);
+    compute_pool().parallel_for(n / kChunk, int64_t(1) << 10, [&](int64_t begin, int64_t end) {
+      benchmark::DoNotOptimize(sum(data + begin * kChunk, (end - begin) * kChunk));
     });
   }
   state.SetBytesProcessed(state.iterations() * n * int64_t(sizeof(float)));
-  state.SetLabel(std::to_string(compute_pool().num_threads()) + " threads");
+  state.SetLabel(std::string(cpu::isa_name(isa)) + ", " + std::to_string(compute_pool().num_threads()) + " threads");
 }
 
 // Cost of one compute_pool().run() of num_threads empty tasks, back to back (workers spinning): the
