@@ -92,4 +92,9 @@ bool set_active_isa(Isa isa) {
   return true;
 }
 
+bool stream_prefetch_to_l2() {
+  static const bool intel = __builtin_cpu_is("intel");
+  return intel;
+}
+
 }  // namespace inflight::kernels::cpu

@@ -28,4 +28,8 @@ Isa active_isa();
 // Must not be called while kernels run on other threads.
 bool set_active_isa(Isa isa);
 
+// Whether a streaming kernel's software prefetches should fill L2 rather than L1 (MatmulArgs::stream_to_l2):
+// true on Intel CPUs, whose L1 fill buffers cap the lines in flight (see kernels/cpu/matmul_tiling.h).
+bool stream_prefetch_to_l2();
+
 }  // namespace inflight::kernels::cpu

@@ -236,7 +236,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   zero_group_lanes<T>(acc);
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
-    prefetch_stream(gb, kGroupBytes);
+    prefetch_stream(gb, kGroupBytes, a.stream_to_l2);
     const KQuantGroupScales s = kquant_group_scales(gb);
     __m512i sc[8];  // int16 pairs of sc_k
 #pragma GCC unroll 8
@@ -316,7 +316,7 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   zero_group_lanes<T>(acc);
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
-    prefetch_stream(gb, kGroupBytes);
+    prefetch_stream(gb, kGroupBytes, a.stream_to_l2);
     __m512i words[4];  // the int8 group scales, word j: groups 4j .. 4j + 3
 #pragma GCC unroll 4
     for (int j = 0; j < 4; ++j) words[j] = _mm512_loadu_si512(gb + 64 * j);
