@@ -27,7 +27,6 @@ constexpr int kGroupRows = int(kInterleavedRows);
 constexpr int kTokensPerTile = 8;  // tokens sharing each load of a group's block
 // The interleaved Q8_0 and Q4_0 / Q5_0 kernels ask, with MatmulArgs::stream_to_l2 (Intel), for the bytes this
 // far past each block into L2 as they start it (4-7 blocks ahead): bench_matmul q8_0i t1 1.2-1.45x there.
-// Written out in each kernel: through a helper GCC 12 may drop the prefetches (see attention_tile_impl.h).
 constexpr int64_t kStreamAheadBytesL2 = 4096;
 
 inline int32_t load_i32(const int8_t* p) {
@@ -51,9 +50,7 @@ void interleaved_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* blk = w + b * kInterleavedBlockBytes;
-    if (a.stream_to_l2)  // see kStreamAheadBytesL2
-      for (int64_t i = 0; i < kInterleavedBlockBytes; i += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(blk) + kStreamAheadBytesL2 + i, _MM_HINT_T1);
+    if (a.stream_to_l2) prefetch_bytes(blk + kStreamAheadBytesL2, kInterleavedBlockBytes);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk)));
     __m512i dot[kChains][T];
 #pragma GCC unroll 8
@@ -174,8 +171,7 @@ void legacy_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
   zero_group_lanes<T>(acc);
   for (int64_t b = 0; b < num_blocks; ++b) {
     const uint8_t* gb = w + b * kGroupBytes;
-    if (a.stream_to_l2)  // see kStreamAheadBytesL2
-      for (int64_t i = 0; i < kGroupBytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(gb) + kStreamAheadBytesL2 + i, _MM_HINT_T1);
+    if (a.stream_to_l2) prefetch_bytes(gb + kStreamAheadBytesL2, kGroupBytes);
     const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb)));
     __m512 scale[T];
 #pragma GCC unroll 2

@@ -38,8 +38,8 @@ struct MatmulArgs {
   // needs xc: [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of u8 quants q + 128
   // with xq starts.
   bool interleaved = false;
-  bool stream_to_l2 = false;  // prefetch_stream's level, cpu::stream_prefetch_to_l2()
   const int32_t* xc = nullptr;
+  bool stream_to_l2 = false;  // whether decode streams prefetch into L2, cpu::stream_prefetch_to_l2()
   // F16 / BF16 interleaved, num_tokens > 1: x packed by token tiles of kHalfTokenTile (pack_token_tiles), so
   // a tile's x[t, c] for all its t are adjacent: tile k's n tokens (n = min(kHalfTokenTile, num_tokens -
   // k kHalfTokenTile)) as [cols, n] at xt + k kHalfTokenTile cols. (x's own rows lie cols apart, and at

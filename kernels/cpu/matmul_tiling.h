@@ -49,7 +49,8 @@ inline void prefetch_bytes(const uint8_t* p, int64_t n) {
 // Q4_K_M decode ran at about 0.8x the plain per-row kernel's speed without help, 1.19x with it (medians of
 // 6 alternating rounds; 2 group-blocks ahead measured best against 3, 4 and into L2). The same helped
 // neither the interleaved Q5_0 / Q8_0 kernels (SmolLM decode level to 3 % slower) nor the per-row K-quant
-// one (Q6_K: level to 2 % slower), which do without it. A streaming kernel asks, as it starts a block of
+// one (Q6_K: level to 2 % slower), which do without it (on Intel the interleaved ones prefetch into L2, see
+// kStreamAheadBytesL2 in matmul_avx512_vnni.cpp). A streaming kernel asks, as it starts a block of
 // `bytes` bytes at p, for the block kStreamAheadBlocks blocks ahead: into L1 (Zen 5: better than into L2),
 // or, with to_l2 (MatmulArgs::stream_to_l2, Intel), into L2. An Intel core's L1 fill buffers hold too few
 // misses for DRAM's latency; its L2 queue holds three times as many: TinyLlama Q4_K_M decode 1.06-1.15x
@@ -57,10 +58,11 @@ inline void prefetch_bytes(const uint8_t* p, int64_t n) {
 constexpr int64_t kStreamAheadBlocks = 2;
 inline void prefetch_stream(const uint8_t* p, int64_t bytes, bool to_l2) {
   const uint8_t* ahead = p + kStreamAheadBlocks * bytes;
-  if (to_l2)
-    for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T1);
-  else
-    for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
+  if (to_l2) {
+    prefetch_bytes(ahead, bytes);
+    return;
+  }
+  for (int64_t i = 0; i < bytes; i += 64) _mm_prefetch(reinterpret_cast<const char*>(ahead + i), _MM_HINT_T0);
 }
 
 // Row blocks ahead that a batch prefetches (1, 2 and 4 measured alike), and the most tokens for which it
