@@ -1,6 +1,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -111,6 +112,8 @@ constexpr int64_t kMaxDirectTokens = 4;
 // the threads' rows and restart the streams (SmolLM Q4_K_M decode, 2 threads, medians of 7 alternating:
 // 1 task 234 tok/s, 2: 226, 4: 215, 16: 168; TinyLlama 1 task 46.2, 4: 41.7). With more tokens the
 // work is compute-bound: 4 tasks per thread even out the threads (prefill 740 tok/s against 705 with 1).
+// At a few tokens the threads still even out, by taking blocks from the back of each other's bands
+// (run_bands).
 constexpr int64_t kStreamTasksPerThread = 1;
 constexpr int64_t kComputeTasksPerThread = 4;
 // Tokens per task where a matmul has at least twice as many (a prefill) and its matrices are interleaved
@@ -263,6 +266,54 @@ struct GroupJob {
   }
 };
 
+// At a few tokens: one contiguous band of row blocks per task, which its thread streams front to back,
+// kClaimBlocks at a time; a thread done with its own band takes kClaimBlocks at a time from the back of
+// the others', so no thread waits for a slower one (the bands' owners keep their streams whole until
+// the end). Each row block is claimed exactly once, and every row is computed the same way whichever
+// thread runs it: the result does not depend on who took what.
+constexpr int64_t kMaxBands = 64;
+constexpr uint32_t kClaimBlocks = 2;
+
+void run_bands(ThreadPool& pool, const GroupJob& job, int64_t num_blocks, int64_t num_bands, int64_t num_tokens) {
+  struct alignas(64) Band {
+    std::atomic<uint64_t> range;  // {back:32, front:32}: the blocks [front, back) not yet claimed
+  };
+  struct Bands {
+    const GroupJob* job;
+    int64_t num_bands, num_tokens;
+    Band band[kMaxBands];
+  } bands;
+  bands.job = &job;
+  bands.num_bands = num_bands;
+  bands.num_tokens = num_tokens;
+  for (int64_t i = 0; i < num_bands; ++i) {
+    const uint64_t front = uint64_t(i * num_blocks / num_bands), back = uint64_t((i + 1) * num_blocks / num_bands);
+    bands.band[i].range.store(back << 32 | front, std::memory_order_relaxed);
+  }
+  pool.run(num_bands, [b = &bands](int64_t own) {  // one pointer
+    const auto claim = [b](int64_t i, bool from_front) {
+      std::atomic<uint64_t>& range = b->band[i].range;
+      uint64_t cur = range.load(std::memory_order_relaxed);
+      for (;;) {
+        const uint32_t front = uint32_t(cur), back = uint32_t(cur >> 32);
+        if (front >= back) return false;
+        const uint32_t take = std::min(kClaimBlocks, back - front);
+        const uint64_t next = from_front ? uint64_t(back) << 32 | (front + take) : uint64_t(back - take) << 32 | front;
+        if (range.compare_exchange_weak(cur, next, std::memory_order_relaxed)) {
+          const int64_t first = from_front ? front : back - take;
+          b->job->run(first, first + take, 0, b->num_tokens);
+          return true;
+        }
+      }
+    };
+    while (claim(own, true)) {
+    }
+    for (int64_t k = 1; k < b->num_bands; ++k)
+      while (claim((own + k) % b->num_bands, false)) {
+      }
+  });
+}
+
 }  // namespace
 
 void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_tokens) {
@@ -367,6 +418,10 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     return (g.w->interleaved && block_size(g.w->dtype) == 1) || is_kquant(g.w->dtype);
   });
   const int64_t num_slices = slices_pay && num_tokens / kTokenSlice >= 2 ? num_tokens / kTokenSlice : 1;
+  if (num_tokens <= kMaxDirectTokens) {
+    run_bands(pool, job, num_blocks, std::min<int64_t>(num_row_tasks, kMaxBands), num_tokens);
+    return;
+  }
   struct Tasks {
     const GroupJob* job;
     int64_t num_blocks, num_row_tasks, num_slices, num_tokens;

@@ -250,21 +250,41 @@ TEST_CASE("matmul is batch invariant: a token's row is bit-identical alone or in
 }
 
 TEST_CASE("matmul results do not depend on the thread count") {
+  // A group of three matrices (as Q, K, V) at 1 and 3 tokens, where threads done with their own band of
+  // row blocks take blocks from the back of the others' bands, and at 9 tokens (tasks per token slice):
+  // every row is written, once, and the same way as by one thread.
   test::IsaGuard restore;
   const int saved_threads = compute_pool().num_threads();
-  const int64_t rows = 1000, cols = 2048, num_tokens = 3;
+  const int64_t rows = 1000, cols = 2048;
+  const int64_t group_rows[] = {rows, 96, 130};
   const auto values = random_values(size_t(rows * cols), 11);
   const TestWeights w = make_weights(DType::F16, values, rows, cols);
-  const auto x = random_values(size_t(num_tokens * cols), 12);
-  for (Isa isa : test::supported_isas()) {
-    CAPTURE(cpu::isa_name(isa));
-    REQUIRE(cpu::set_active_isa(isa));
-    std::vector<float> y1(size_t(num_tokens * rows)), y3(y1.size());
-    set_num_threads(1);
-    matmul(w.view(DType::F16, rows, cols), x.data(), y1.data(), num_tokens);
-    set_num_threads(3);
-    matmul(w.view(DType::F16, rows, cols), x.data(), y3.data(), num_tokens);
-    CHECK(std::memcmp(y1.data(), y3.data(), y1.size() * 4) == 0);
+  const WeightMatrix mats[] = {w.view(DType::F16, group_rows[0], cols), w.view(DType::F16, group_rows[1], cols),
+                               w.view(DType::F16, group_rows[2], cols)};
+  for (int64_t num_tokens : {1, 3, 9}) {
+    CAPTURE(num_tokens);
+    const auto x = random_values(size_t(num_tokens * cols), 12);
+    const auto run = [&](int threads) {
+      set_num_threads(threads);
+      std::vector<std::vector<float>> y;
+      std::vector<MatmulTarget> targets;
+      for (int64_t r : group_rows) y.emplace_back(size_t(num_tokens * r), std::nanf(""));
+      for (size_t i = 0; i < y.size(); ++i) targets.push_back({&mats[i], y[i].data()});
+      matmul(targets, x.data(), num_tokens);
+      return y;
+    };
+    for (Isa isa : test::supported_isas()) {
+      CAPTURE(cpu::isa_name(isa));
+      REQUIRE(cpu::set_active_isa(isa));
+      const auto y1 = run(1);
+      for (const auto& m : y1)
+        for (float v : m) REQUIRE(std::isfinite(v));
+      for (int threads : {2, 3, 5}) {
+        CAPTURE(threads);
+        const auto yn = run(threads);
+        for (size_t i = 0; i < y1.size(); ++i) CHECK(std::memcmp(y1[i].data(), yn[i].data(), y1[i].size() * 4) == 0);
+      }
+    }
   }
   set_num_threads(saved_threads);
 }
