@@ -271,12 +271,14 @@ struct GroupJob {
 // the others', so no thread waits for a slower one (the bands' owners keep their streams whole until
 // the end). Each row block is claimed exactly once, and every row is computed the same way whichever
 // thread runs it: the result does not depend on who took what.
-constexpr int64_t kMaxBands = 64;
+// Bands live on the caller's stack, a cache line each (16 KiB, of which a call touches its bands' lines):
+// more threads than this leave the rest idle.
+constexpr int64_t kMaxBands = 256;
 constexpr uint32_t kClaimBlocks = 2;
 
 void run_bands(ThreadPool& pool, const GroupJob& job, int64_t num_blocks, int64_t num_bands, int64_t num_tokens) {
   struct alignas(64) Band {
-    std::atomic<uint64_t> range;  // {back:32, front:32}: the blocks [front, back) not yet claimed
+    uint64_t range;  // {back:32, front:32}: the blocks [front, back) not yet claimed (std::atomic_ref)
   };
   struct Bands {
     const GroupJob* job;
@@ -288,11 +290,11 @@ void run_bands(ThreadPool& pool, const GroupJob& job, int64_t num_blocks, int64_
   bands.num_tokens = num_tokens;
   for (int64_t i = 0; i < num_bands; ++i) {
     const uint64_t front = uint64_t(i * num_blocks / num_bands), back = uint64_t((i + 1) * num_blocks / num_bands);
-    bands.band[i].range.store(back << 32 | front, std::memory_order_relaxed);
+    bands.band[i].range = back << 32 | front;  // published to the workers by pool.run
   }
   pool.run(num_bands, [b = &bands](int64_t own) {  // one pointer
     const auto claim = [b](int64_t i, bool from_front) {
-      std::atomic<uint64_t>& range = b->band[i].range;
+      std::atomic_ref<uint64_t> range(b->band[i].range);
       uint64_t cur = range.load(std::memory_order_relaxed);
       for (;;) {
         const uint32_t front = uint32_t(cur), back = uint32_t(cur >> 32);
