@@ -416,14 +416,14 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   ThreadPool& pool = compute_pool();
   const int64_t per_thread = num_tokens <= kMaxDirectTokens ? kStreamTasksPerThread : kComputeTasksPerThread;
   const int64_t num_row_tasks = std::min((num_blocks + grain - 1) / grain, int64_t(pool.num_threads()) * per_thread);
-  const bool slices_pay = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& g) {
-    return (g.w->interleaved && block_size(g.w->dtype) == 1) || is_kquant(g.w->dtype);
-  });
-  const int64_t num_slices = slices_pay && num_tokens / kTokenSlice >= 2 ? num_tokens / kTokenSlice : 1;
   if (num_tokens <= kMaxDirectTokens) {
     run_bands(pool, job, num_blocks, std::min<int64_t>(num_row_tasks, kMaxBands), num_tokens);
     return;
   }
+  const bool slices_pay = std::all_of(targets.begin(), targets.end(), [](const MatmulTarget& g) {
+    return (g.w->interleaved && block_size(g.w->dtype) == 1) || is_kquant(g.w->dtype);
+  });
+  const int64_t num_slices = slices_pay && num_tokens / kTokenSlice >= 2 ? num_tokens / kTokenSlice : 1;
   struct Tasks {
     const GroupJob* job;
     int64_t num_blocks, num_row_tasks, num_slices, num_tokens;
