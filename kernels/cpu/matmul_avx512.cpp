@@ -190,7 +190,12 @@ struct HalfGroupKernel {
   // one weight vector, a broadcast. Per column one widening feeds 24 FMAs instead of 12 (Intel: the widening
   // takes 2 FMA-port uops; the tile loop alone, one thread, hot: 1.11-1.14x the 32 x 12 tile). The same
   // lane chains, so the same bits.
-  static void half_tile(const MatmulArgs& a, int64_t g, int h, int64_t t0) {
+  // With Prefetch, the pass also asks for the line of each column of the group at `next` (into L2, one line
+  // per column): a prefill reads a group's weights from DRAM in its first pass and from L2 in the three or
+  // more after, and the hardware prefetchers alone left that first pass waiting (TinyLlama f16 prefill,
+  // 2 threads: 1.15x, SmolLM f16 1.08x, medians of 5 alternating rounds; see bench/RESULTS.md).
+  template <bool Prefetch>
+  static void half_tile(const MatmulArgs& a, int64_t g, int h, int64_t t0, const uint8_t* next) {
     constexpr int T = 2 * kTokenTile;
     const int64_t cols = a.cols;
     const uint8_t* w = a.w + g * cols * 2 * kGroup + h * 32;  // this half of each column's line
@@ -200,6 +205,7 @@ struct HalfGroupKernel {
 #pragma GCC unroll 24
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t c = 0; c < cols; ++c) {
+      if constexpr (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(next + c * 2 * kGroup), _MM_HINT_T1);
       const __m512 wv = widen(w + c * 2 * kGroup);
 #pragma GCC unroll 12
       for (int t = 0; t < kTokenTile; ++t) acc[t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(x0[c * kTokenTile + t]), acc[t]);
@@ -223,9 +229,12 @@ struct HalfGroupKernel {
       prefetch_ahead(a, r0, kGroup, row_begin, row_end);
       const int64_t g = r0 / kGroup;
       int64_t t0 = 0;
+      // Above kPrefetchMaxTokens (where prefetch_ahead stops), the group's first pass asks for the next one.
+      const bool ask_next = a.num_tokens > kPrefetchMaxTokens && r0 + 2 * kGroup <= row_end;
       for (; a.xt != nullptr && t0 + 2 * kTokenTile <= a.num_tokens; t0 += 2 * kTokenTile) {
-        half_tile(a, g, 0, t0);
-        half_tile(a, g, 1, t0);
+        if (t0 == 0 && ask_next) half_tile<true>(a, g, 0, t0, a.w + (g + 1) * a.cols * 2 * kGroup);
+        else half_tile<false>(a, g, 0, t0, nullptr);
+        half_tile<false>(a, g, 1, t0, nullptr);
       }
       for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile>(a, g, t0);
       switch (a.num_tokens - t0) {
