@@ -192,8 +192,8 @@ struct HalfGroupKernel {
   // lane chains, so the same bits.
   // With Prefetch, the pass also asks for the line of each column of the group at `next` (into L2, one line
   // per column): a prefill reads a group's weights from DRAM in its first pass and from L2 in the three or
-  // more after, and the hardware prefetchers alone left that first pass waiting (TinyLlama f16 prefill,
-  // 2 threads: 1.15x, SmolLM f16 1.08x, medians of 5 alternating rounds; see bench/RESULTS.md).
+  // more after, and the hardware prefetchers alone left that first pass waiting (Intel host, 2 threads:
+  // TinyLlama f16 prefill 1.14x over 14 alternating rounds, SmolLM f16 1.04x over 16; see bench/RESULTS.md).
   template <bool Prefetch>
   static void half_tile(const MatmulArgs& a, int64_t g, int h, int64_t t0, const uint8_t* next) {
     constexpr int T = 2 * kTokenTile;
