@@ -106,13 +106,13 @@ template <int T>
 inline void zero_group_lanes(__m512 acc[8][T]) {
 #pragma GCC unroll 8
   for (int q = 0; q < 8; ++q)
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) acc[q][t] = _mm512_setzero_ps();
 }
 
 template <int T>
 inline void store_group_lanes(const __m512 acc[8][T], const MatmulArgs& a, int64_t g, int64_t t0) {
-#pragma GCC unroll 2
+#pragma GCC unroll 4
   for (int t = 0; t < T; ++t) {
     const __m512 sum = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(acc[0][t], acc[4][t]), _mm512_add_ps(acc[2][t], acc[6][t])),
                                      _mm512_add_ps(_mm512_add_ps(acc[1][t], acc[5][t]), _mm512_add_ps(acc[3][t], acc[7][t])));
@@ -122,14 +122,20 @@ inline void store_group_lanes(const __m512 acc[8][T], const MatmulArgs& a, int64
 
 using GroupTile = void (*)(const MatmulArgs& a, int64_t g, int64_t t0);
 
-// Rows [row_begin, row_end) (whole groups of 16) at any number of tokens: kTwo for each pair of tokens, kOne
-// for an odd last one. Running a group tile beats unpacking rows for the per-row kernel even at 512 tokens
-// (bench_matmul, 2 threads: q4_ki 2048x5632 t8 431 against 1284 us, t32 2035 against 3271, t512 27.5
-// against 51.2 ms; q5_0i 3072x576 t8 117 against 317 us, t512 4.95 against 8.28 ms).
-template <GroupTile kTwo, GroupTile kOne>
+// Rows [row_begin, row_end) (whole groups of 16) at any number of tokens: kThree (where given) for each
+// three tokens, then kTwo for each pair, kOne for an odd last one. Every token's lanes are computed alike in
+// each, so the tiling never changes a result. Running a group tile beats unpacking rows for the per-row
+// kernel even at 512 tokens (bench_matmul, 2 threads: q4_ki 2048x5632 t8 431 against 1284 us, t32 2035
+// against 3271, t512 27.5 against 51.2 ms; q5_0i 3072x576 t8 117 against 317 us, t512 4.95 against 8.28 ms).
+// The K-quants take three tokens per tile, each group-block's quants unpacked once for three, though the
+// accumulators then spill in part (Intel host, t512, 4 alternating runs: q4_ki 1.0-1.8x, median about
+// 1.27x; q5_ki and q6_ki 0.92-1.57x, mostly above 1.1x; TinyLlama Q4_K_M prefill 1.11x, SmolLM 1.02x).
+template <GroupTile kTwo, GroupTile kOne, GroupTile kThree = nullptr>
 void run_group_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t g = row_begin / kBlockGroupRows; g < row_end / kBlockGroupRows; ++g) {
     int64_t t0 = 0;
+    if constexpr (kThree != nullptr)
+      for (; t0 + 3 <= a.num_tokens; t0 += 3) kThree(a, g, t0);
     for (; t0 + 2 <= a.num_tokens; t0 += 2) kTwo(a, g, t0);
     if (t0 < a.num_tokens) kOne(a, g, t0);
   }
@@ -250,7 +256,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kKQuantMinsAt)));
     __m512 dd[T], dm[T];
     alignas(32) float xsum[T][8];  // the token's sums of xq over each chunk
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) {
       const __m512 dx = _mm512_set1_ps(xd[t * num_blocks + b]);
       dd[t] = _mm512_mul_ps(d, dx);
@@ -271,7 +277,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
           u0 = _mm512_mask_add_epi8(u0, _mm512_test_epi8_mask(high, _mm512_set1_epi8(char(1 << (2 * h)))), u0, _mm512_set1_epi8(16));
           u1 = _mm512_mask_add_epi8(u1, _mm512_test_epi8_mask(high, _mm512_set1_epi8(char(2 << (2 * h)))), u1, _mm512_set1_epi8(16));
         }
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           const int8_t* x = xq + t * a.cols + 256 * b + 64 * h + 4 * q;
           const __m512i p0 = _mm512_maddubs_epi16(u0, _mm512_set1_epi32(load_i32(x)));
@@ -281,7 +287,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
         }
       }
       const __m512 mq = _mm512_cvtepi32_ps(byte_of_dwords(s.mn[q / 4], q % 4, false));
-#pragma GCC unroll 2
+#pragma GCC unroll 4
       for (int t = 0; t < T; ++t) {
         acc[q][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(l[t]), dd[t], acc[q][t]);
         acc[q][t] = _mm512_fnmadd_ps(_mm512_mul_ps(mq, _mm512_set1_ps(xsum[t][q])), dm[t], acc[q][t]);
@@ -327,7 +333,7 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     for (int j = 0; j < 4; ++j) words[j] = _mm512_loadu_si512(gb + 64 * j);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(gb + kQ6KScaleAt)));
     __m512 dd[T];
-#pragma GCC unroll 2
+#pragma GCC unroll 4
     for (int t = 0; t < T; ++t) dd[t] = _mm512_mul_ps(d, _mm512_set1_ps(xd[t * num_blocks + b]));
 #pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {  // quads 0 .. 3 take groups 2c, quads 4 .. 7 groups 2c + 1
@@ -349,7 +355,7 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
           u[1] = _mm512_ternarylogic_epi32(_mm512_and_si512(l1, low4), _mm512_slli_epi16(high, 2), bits45, kOr);
           u[2] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l0, 4), low4), high, bits45, kOr);
           u[3] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(l1, 4), low4), _mm512_srli_epi16(high, 2), bits45, kOr);
-#pragma GCC unroll 2
+#pragma GCC unroll 4
           for (int t = 0; t < T; ++t) {
 #pragma GCC unroll 4
             for (int k = 0; k < 4; ++k) {
@@ -360,7 +366,7 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
           }
         }
         const __m512i pair = signed_bytes_of_dwords(words[q / 2], 2 * (q % 2), 2 * (q % 2) + 1);  // groups 2q, 2q + 1
-#pragma GCC unroll 2
+#pragma GCC unroll 4
         for (int t = 0; t < T; ++t) {
           int32_t sums;  // xs of groups 2q and 2q + 1
           __builtin_memcpy(&sums, xs + t * (a.cols / 16) + 16 * b + 2 * q, 4);
@@ -381,9 +387,9 @@ void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row
     switch (a.dtype) {
       case DType::Q4_0: run_group_tiles<legacy_group_tile<false, 2>, legacy_group_tile<false, 1>>(a, row_begin, row_end); return;
       case DType::Q5_0: run_group_tiles<legacy_group_tile<true, 2>, legacy_group_tile<true, 1>>(a, row_begin, row_end); return;
-      case DType::Q4_K: run_group_tiles<kquant_group_tile<false, 2>, kquant_group_tile<false, 1>>(a, row_begin, row_end); return;
-      case DType::Q5_K: run_group_tiles<kquant_group_tile<true, 2>, kquant_group_tile<true, 1>>(a, row_begin, row_end); return;
-      case DType::Q6_K: run_group_tiles<q6k_group_tile<2>, q6k_group_tile<1>>(a, row_begin, row_end); return;
+      case DType::Q4_K: run_group_tiles<kquant_group_tile<false, 2>, kquant_group_tile<false, 1>, kquant_group_tile<false, 3>>(a, row_begin, row_end); return;
+      case DType::Q5_K: run_group_tiles<kquant_group_tile<true, 2>, kquant_group_tile<true, 1>, kquant_group_tile<true, 3>>(a, row_begin, row_end); return;
+      case DType::Q6_K: run_group_tiles<q6k_group_tile<2>, q6k_group_tile<1>, q6k_group_tile<3>>(a, row_begin, row_end); return;
       default: matmul_interleaved(a, row_begin, row_end); return;  // Q8_0
     }
   }
