@@ -123,6 +123,9 @@ struct HalfGroupKernel {
   static constexpr int kTokenTile = int(kHalfTokenTile);  // 24 accumulators, 2 weight vectors, a broadcast
   static constexpr int kDecodePrefetchBytes = 4096;  // 64 lines ahead (1 KiB fell short; 2-8 KiB alike)
 
+  // Group g's columns: [cols, 32] of D, column c's line at group_at(a, g) + c * 2 * kGroup.
+  static const uint8_t* group_at(const MatmulArgs& a, int64_t g) { return a.w + g * a.cols * 2 * kGroup; }
+
   static __m512 widen(const uint8_t* p) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     if constexpr (D == DType::F16) return _mm512_cvtph_ps(h);
@@ -132,7 +135,7 @@ struct HalfGroupKernel {
   template <int T>
   static void tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     const int64_t cols = a.cols;
-    const uint8_t* w = a.w + g * cols * 2 * kGroup;  // [cols, 32] of D
+    const uint8_t* w = group_at(a, g);
     const float* x = (a.xt != nullptr ? a.xt : a.x) + t0 * cols;  // [cols, T] packed (T = 1: x's row)
     __m512 lo[T], hi[T];
 #pragma GCC unroll 12
@@ -165,8 +168,8 @@ struct HalfGroupKernel {
   // only 5-15 % more. Each output keeps its own chain: the same bits.
   static void tile1_pair(const MatmulArgs& a, int64_t g) {
     const int64_t cols = a.cols;
-    const uint8_t* w0 = a.w + g * cols * 2 * kGroup;  // [cols, 32] of D, group g
-    const uint8_t* w1 = w0 + cols * 2 * kGroup;       // group g + 1
+    const uint8_t* w0 = group_at(a, g);
+    const uint8_t* w1 = group_at(a, g + 1);
     const float* x = a.xt != nullptr ? a.xt : a.x;     // one token: packed and row layouts coincide
     __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0, acc2 = acc0, acc3 = acc0;
     for (int64_t c = 0; c < cols; ++c) {
@@ -198,7 +201,7 @@ struct HalfGroupKernel {
   static void half_tile(const MatmulArgs& a, int64_t g, int h, int64_t t0, const uint8_t* next) {
     constexpr int T = 2 * kTokenTile;
     const int64_t cols = a.cols;
-    const uint8_t* w = a.w + g * cols * 2 * kGroup + h * 32;  // this half of each column's line
+    const uint8_t* w = group_at(a, g) + h * 32;  // this half of each column's line
     const float* x0 = a.xt + t0 * cols;                        // [cols, 12] tokens t0 ..
     const float* x1 = x0 + kTokenTile * cols;                  // [cols, 12] tokens t0 + 12 ..
     __m512 acc[T];
@@ -232,7 +235,7 @@ struct HalfGroupKernel {
       // Above kPrefetchMaxTokens (where prefetch_ahead stops), the group's first pass asks for the next one.
       const bool ask_next = a.num_tokens > kPrefetchMaxTokens && r0 + 2 * kGroup <= row_end;
       for (; a.xt != nullptr && t0 + 2 * kTokenTile <= a.num_tokens; t0 += 2 * kTokenTile) {
-        if (t0 == 0 && ask_next) half_tile<true>(a, g, 0, t0, a.w + (g + 1) * a.cols * 2 * kGroup);
+        if (t0 == 0 && ask_next) half_tile<true>(a, g, 0, t0, group_at(a, g + 1));
         else half_tile<false>(a, g, 0, t0, nullptr);
         half_tile<false>(a, g, 1, t0, nullptr);
       }
