@@ -122,7 +122,7 @@ inline void store_group_lanes(const __m512 acc[8][T], const MatmulArgs& a, int64
 
 using GroupTile = void (*)(const MatmulArgs& a, int64_t g, int64_t t0);
 
-// Rows [row_begin, row_end) (whole groups of 16) at any number of tokens: kThree (where given) for each
+// Rows [row_begin, row_end) (whole groups of 16) at any number of tokens: kThree (where not null) for each
 // three tokens, then kTwo for each pair, kOne for an odd last one. Every token's lanes are computed alike in
 // each, so the tiling never changes a result. Running a group tile beats unpacking rows for the per-row
 // kernel even at 512 tokens (bench_matmul, 2 threads: q4_ki 2048x5632 t8 431 against 1284 us, t32 2035
@@ -130,7 +130,7 @@ using GroupTile = void (*)(const MatmulArgs& a, int64_t g, int64_t t0);
 // The K-quants take three tokens per tile, each group-block's quants unpacked once for three, though the
 // accumulators then spill in part (Intel host, t512, 4 alternating runs: q4_ki 1.0-1.8x, median about
 // 1.27x; q5_ki and q6_ki 0.92-1.57x, mostly above 1.1x; TinyLlama Q4_K_M prefill 1.11x, SmolLM 1.02x).
-template <GroupTile kTwo, GroupTile kOne, GroupTile kThree = nullptr>
+template <GroupTile kThree, GroupTile kTwo, GroupTile kOne>
 void run_group_tiles(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   for (int64_t g = row_begin / kBlockGroupRows; g < row_end / kBlockGroupRows; ++g) {
     int64_t t0 = 0;
@@ -385,11 +385,11 @@ void q6k_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
 void matmul_rows_avx512_vnni(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.interleaved) {
     switch (a.dtype) {
-      case DType::Q4_0: run_group_tiles<legacy_group_tile<false, 2>, legacy_group_tile<false, 1>>(a, row_begin, row_end); return;
-      case DType::Q5_0: run_group_tiles<legacy_group_tile<true, 2>, legacy_group_tile<true, 1>>(a, row_begin, row_end); return;
-      case DType::Q4_K: run_group_tiles<kquant_group_tile<false, 2>, kquant_group_tile<false, 1>, kquant_group_tile<false, 3>>(a, row_begin, row_end); return;
-      case DType::Q5_K: run_group_tiles<kquant_group_tile<true, 2>, kquant_group_tile<true, 1>, kquant_group_tile<true, 3>>(a, row_begin, row_end); return;
-      case DType::Q6_K: run_group_tiles<q6k_group_tile<2>, q6k_group_tile<1>, q6k_group_tile<3>>(a, row_begin, row_end); return;
+      case DType::Q4_0: run_group_tiles<nullptr, legacy_group_tile<false, 2>, legacy_group_tile<false, 1>>(a, row_begin, row_end); return;
+      case DType::Q5_0: run_group_tiles<nullptr, legacy_group_tile<true, 2>, legacy_group_tile<true, 1>>(a, row_begin, row_end); return;
+      case DType::Q4_K: run_group_tiles<kquant_group_tile<false, 3>, kquant_group_tile<false, 2>, kquant_group_tile<false, 1>>(a, row_begin, row_end); return;
+      case DType::Q5_K: run_group_tiles<kquant_group_tile<true, 3>, kquant_group_tile<true, 2>, kquant_group_tile<true, 1>>(a, row_begin, row_end); return;
+      case DType::Q6_K: run_group_tiles<q6k_group_tile<3>, q6k_group_tile<2>, q6k_group_tile<1>>(a, row_begin, row_end); return;
       default: matmul_interleaved(a, row_begin, row_end); return;  // Q8_0
     }
   }
