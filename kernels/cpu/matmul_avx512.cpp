@@ -202,8 +202,8 @@ struct HalfGroupKernel {
     constexpr int T = 2 * kTokenTile;
     const int64_t cols = a.cols;
     const uint8_t* w = group_at(a, g) + h * 32;  // this half of each column's line
-    const float* x0 = a.xt + t0 * cols;                        // [cols, 12] tokens t0 ..
-    const float* x1 = x0 + kTokenTile * cols;                  // [cols, 12] tokens t0 + 12 ..
+    const float* x0 = a.xt + t0 * cols;           // [cols, 12] tokens t0 ..
+    const float* x1 = x0 + kTokenTile * cols;     // [cols, 12] tokens t0 + 12 ..
     __m512 acc[T];
 #pragma GCC unroll 24
     for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
