@@ -7,17 +7,19 @@
 //                       bytes 4j .. 4j + 3 of row i's 12
 //   Q5_K: [256, 768)    the fifth bits: 8 x 64 bytes, vector q's bytes 4i .. 4i + 3 = bytes 4q .. 4q + 3 of
 //                       row i's qh, so bit k of each is column 4q + e's fifth bit in chunk k
-//   then 32 x 64 bytes  the nibbles: vector 4q + h, bytes 4i .. 4i + 3 = bytes 32h + 4q .. 32h + 4q + 3 of row
+//   then 32 x 64 bytes  the nibbles: vector 8h + q, bytes 4i .. 4i + 3 = bytes 32h + 4q .. 32h + 4q + 3 of row
 //                       i's qs, so their low nibbles are columns 4q + e of chunk 2h, their high nibbles those
-//                       of chunk 2h + 1 (quad-major: the kernel reads the vectors in order)
+//                       of chunk 2h + 1 (chunk-pair-major: a one-token tile reads the vectors in order)
 // A plain block is d, dmin (f16), the 12 scale bytes (kquant_scale_min), for Q5_K qh (32 bytes: bit k of
 // byte j is column j's fifth bit in chunk k), then qs (128 bytes: byte 32h + j holds column j of chunk 2h in
 // its low nibble and of chunk 2h + 1 in its high one), as GGUF stores them.
 // Q6_K, per group and super-block (3360 bytes, the 16 plain blocks' bytes):
 //   [0, 256)            the int8 scales of the 16-column groups: 4 words of 64 bytes, word j's bytes
 //                       4i .. 4i + 3 = scales 4j .. 4j + 3 of row i
-//   then 48 x 64 bytes  for each quad q and half h, at 256 + 64 (6q + 3h): the high bits (bytes 4i .. 4i + 3
-//                       = bytes 32h + 4q .. 32h + 4q + 3 of row i's qh: bits 2k, 2k + 1 of chunk 4h + k),
+//   then 48 x 64 bytes  for each quad q and half h, at q6k_quants_at(q, h) (quads 0 .. 3 for h = 0, then for
+//                       h = 1, then quads 4 .. 7 likewise: the order a one-token tile reads them): the high
+//                       bits (bytes 4i .. 4i + 3 = bytes 32h + 4q .. 32h + 4q + 3 of row i's qh: bits 2k,
+//                       2k + 1 of chunk 4h + k),
 //                       then the low nibbles j = 0, 1 (bytes 64h + 32j + 4q .. + 3 of row i's ql: chunk 4h + j
 //                       in the low nibbles, 4h + j + 2 in the high ones)
 //   [3328, 3360)        the 16 f16 scales d
@@ -50,18 +52,20 @@ inline void q45k_pieces(bool five, int i, Move move) {
     for (int q = 0; q < 8; ++q) move(16 + 4 * q, kKQuantHighAt + 64 * q + 4 * i, 4);
   const int qs = five ? 48 : 16;
   for (int h = 0; h < 4; ++h)
-    for (int q = 0; q < 8; ++q) move(qs + 32 * h + 4 * q, kquant_nibbles_at(five) + 64 * (4 * q + h) + 4 * i, 4);
+    for (int q = 0; q < 8; ++q) move(qs + 32 * h + 4 * q, kquant_nibbles_at(five) + 64 * (8 * h + q) + 4 * i, 4);
 }
 
 constexpr int kQ6KBytes = 210;
 constexpr int kQ6KQuantsAt = 256, kQ6KScaleAt = 3328;
+// Where quad q's high bits for half h start (its low nibbles follow): half by half of the quads, h by h.
+constexpr int q6k_quants_at(int q, int h) { return kQ6KQuantsAt + 192 * (8 * (q / 4) + 4 * h + q % 4); }
 
 template <class Move>
 inline void q6k_pieces(int i, Move move) {
   for (int j = 0; j < 4; ++j) move(192 + 4 * j, 64 * j + 4 * i, 4);
   for (int q = 0; q < 8; ++q) {
     for (int h = 0; h < 2; ++h) {
-      const int v = kQ6KQuantsAt + 64 * (6 * q + 3 * h) + 4 * i;
+      const int v = q6k_quants_at(q, h) + 4 * i;
       move(128 + 32 * h + 4 * q, v, 4);
       for (int j = 0; j < 2; ++j) move(64 * h + 32 * j + 4 * q, v + 64 * (1 + j), 4);
     }
