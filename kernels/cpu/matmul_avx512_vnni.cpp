@@ -266,7 +266,7 @@ void kquant_group_tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     }
     // Quad q's chunks 2h, 2h + 1 for every token: into l[t] (h == 0: l[t] starts there).
     const auto quad_chunks = [&](int q, int h, __m512i* l) __attribute__((always_inline)) {
-      const __m512i n = _mm512_loadu_si512(gb + kquant_nibbles_at(kFive) + 64 * (8 * h + q));
+      const __m512i n = _mm512_loadu_si512(gb + kquant_nibbles_at(kFive, q, h));
       __m512i u0 = _mm512_and_si512(n, low4), u1 = _mm512_and_si512(_mm512_srli_epi16(n, 4), low4);
       if constexpr (kFive) {  // bit k of each byte of `high`: column 4q + e's fifth bit in chunk k
         const __m512i high = _mm512_loadu_si512(gb + kKQuantHighAt + 64 * q);

@@ -37,9 +37,10 @@ namespace {
 constexpr int64_t kKQuantGroupRows = 16;
 // Bytes of one plain super-block: 144 (Q4_K) or 176 (Q5_K).
 constexpr int kquant_plain_bytes(bool five) { return five ? 176 : 144; }
-// Where a group-block's dmin, scale words, fifth bits (Q5_K) and nibble vectors start.
+// Where a group-block's dmin, scale words and fifth bits (Q5_K) start.
 constexpr int kKQuantMinsAt = 32, kKQuantScalesAt = 64, kKQuantHighAt = 256;
-constexpr int kquant_nibbles_at(bool five) { return five ? 768 : 256; }
+// Where the nibble vector of quad q, chunks 2h and 2h + 1, starts: h by h, the order a one-token tile reads them.
+constexpr int kquant_nibbles_at(bool five, int q, int h) { return (five ? 768 : 256) + 64 * (8 * h + q); }
 
 // Where each piece of row i's plain super-block sits in its group-block: move(plain_offset, group_offset,
 // bytes) for every piece, so one description serves both directions.
@@ -52,7 +53,7 @@ inline void q45k_pieces(bool five, int i, Move move) {
     for (int q = 0; q < 8; ++q) move(16 + 4 * q, kKQuantHighAt + 64 * q + 4 * i, 4);
   const int qs = five ? 48 : 16;
   for (int h = 0; h < 4; ++h)
-    for (int q = 0; q < 8; ++q) move(qs + 32 * h + 4 * q, kquant_nibbles_at(five) + 64 * (8 * h + q) + 4 * i, 4);
+    for (int q = 0; q < 8; ++q) move(qs + 32 * h + 4 * q, kquant_nibbles_at(five, q, h) + 4 * i, 4);
 }
 
 constexpr int kQ6KBytes = 210;
