@@ -3,6 +3,8 @@
 // every row is computed the same way whatever the batch.
 #include "kernels/ops.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -158,8 +160,32 @@ namespace {
 [[gnu::target("avx512f")]] void silu_mul_row_avx512(const float* g, const float* u, float* o, int64_t dim) {
   silu_mul_row(g, u, o, dim);
 }
+// AVX2 by hand: GCC leaves silu_mul_row scalar there, since under -ftrapping-math it may not compute
+// e^x's product for the lanes the final select drops (AVX-512 masks them instead). exp_inline's steps in
+// its order, one rounding each, so the same bits; the tail runs the scalar body.
 [[gnu::target("avx2")]] void silu_mul_row_avx2(const float* g, const float* u, float* o, int64_t dim) {
-  silu_mul_row(g, u, o, dim);
+  const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.0f), round = _mm256_set1_ps(12582912.0f);
+  const __m256 one = _mm256_set1_ps(1.0f);
+  int64_t i = 0;
+  for (; i + 8 <= dim; i += 8) {
+    const __m256 val = _mm256_loadu_ps(g + i);
+    const __m256 x = _mm256_xor_ps(val, _mm256_set1_ps(-0.0f));  // -val
+    const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+    __m256 xc = _mm256_blendv_ps(x, lo, below);
+    xc = _mm256_blendv_ps(xc, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)), round), round);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f))),
+                                   _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
+      p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c));
+    const __m256 er = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), one);
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    const __m256 e = _mm256_andnot_ps(below, _mm256_mul_ps(er, _mm256_castsi256_ps(bits)));  // 0 below -87.3
+    const __m256 silu = _mm256_mul_ps(val, _mm256_div_ps(one, _mm256_add_ps(one, e)));
+    _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
+  }
+  silu_mul_row(g + i, u + i, o + i, dim - i);
 }
 void silu_mul_row_baseline(const float* g, const float* u, float* o, int64_t dim) { silu_mul_row(g, u, o, dim); }
 

@@ -7,7 +7,9 @@
 #include <random>
 #include <vector>
 
+#include "kernels/cpu/isa.h"
 #include "kernels/ops.h"
+#include "isa_test_support.h"
 
 using namespace inflight::kernels;
 
@@ -231,23 +233,31 @@ TEST_CASE("exp_approx: within 2 ulp of e^x over the normal range, 0 below it") {
 }
 
 TEST_CASE("silu_mul and add_inplace") {
+  inflight::test::IsaGuard restore;
   const int64_t num_tokens = 2, dim = 172;
-  const auto g = random_values(size_t(num_tokens * dim), 8, -8.0f, 8.0f);
+  auto g = random_values(size_t(num_tokens * dim), 8, -8.0f, 8.0f);
+  g[3] = -100.0f;  // e^100 clamped to e^88
+  g[11] = 90.0f;   // e^-90 below the normal range: 0
+  g[12] = 87.5f;
   const auto u = random_values(size_t(num_tokens * dim), 9);
-  std::vector<float> out(g.size());
-  silu_mul(g.data(), u.data(), out.data(), num_tokens, dim);
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double silu = g[i] / (1.0 + std::exp(-double(g[i])));
-    CHECK(out[i] == doctest::Approx(silu * u[i]).epsilon(1e-5).scale(1e-6));
+  for (cpu::Isa isa : inflight::test::supported_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    std::vector<float> out(g.size());
+    silu_mul(g.data(), u.data(), out.data(), num_tokens, dim);
+    for (size_t i = 0; i < g.size(); ++i) {
+      const double silu = g[i] / (1.0 + std::exp(-double(g[i])));
+      CHECK(out[i] == doctest::Approx(silu * u[i]).epsilon(1e-5).scale(1e-6));
+    }
+    for (size_t i = 0; i < g.size(); ++i) {  // the vectorised body gives the scalar formula's bits
+      float val = g[i];
+      val *= 1.0f / (1.0f + exp_approx(-val));
+      CHECK(out[i] == val * u[i]);
+    }
+    auto aliased = g;
+    silu_mul(aliased.data(), u.data(), aliased.data(), num_tokens, dim);
+    CHECK(std::memcmp(aliased.data(), out.data(), out.size() * 4) == 0);
   }
-  for (size_t i = 0; i < g.size(); ++i) {  // the vectorised body gives the scalar formula's bits
-    float val = g[i];
-    val *= 1.0f / (1.0f + exp_approx(-val));
-    CHECK(out[i] == val * u[i]);
-  }
-  auto aliased = g;
-  silu_mul(aliased.data(), u.data(), aliased.data(), num_tokens, dim);
-  CHECK(std::memcmp(aliased.data(), out.data(), out.size() * 4) == 0);
 
   auto x = random_values(37, 10);
   const auto y = random_values(37, 11);
