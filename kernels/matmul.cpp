@@ -153,7 +153,8 @@ void group_from_blocks(DType dtype, const uint8_t* const blocks[cpu::kLegacyGrou
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
   if (interleaved && is_int8_interleavable(dtype))
     return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
-  if (interleaved) return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : cpu::matmul_rows_scalar;
+  if (interleaved)
+    return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : isa == cpu::Isa::Avx2 ? cpu::matmul_rows_avx2 : cpu::matmul_rows_scalar;
   switch (isa) {
     case cpu::Isa::Avx512Bf16:
     case cpu::Isa::Avx512Vnni:
@@ -438,7 +439,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 
 bool interleaving_pays(const WeightMatrix& w) {
   const int64_t group = interleaved_group(w.dtype);
-  const cpu::Isa needs = is_int8_interleavable(w.dtype) ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx512;
+  const cpu::Isa needs = is_int8_interleavable(w.dtype) ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx2;
   return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && cpu::active_isa() >= needs;
 }
 

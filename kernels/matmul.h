@@ -13,7 +13,7 @@ struct WeightMatrix {
   const void* data = nullptr;  // rows * row_bytes(dtype, cols) bytes
   int64_t rows = 0;
   int64_t cols = 0;
-  // The rows rearranged by interleave_rows() into the layout the AVX-512 kernels read many outputs at a
+  // The rows rearranged by interleave_rows() into the layout the SIMD kernels read many outputs at a
   // time from: Q8_0 in groups of kInterleavedRows, Q4_0 / Q5_0 and the K-quants in groups of 16 (kernels/cpu/
   // matmul_legacy_interleave.h, matmul_kquant_interleave.h), F16 / BF16 in groups of kHalfInterleavedRows.
   // Same bytes in all; rows are read with matrix_row().
@@ -29,8 +29,8 @@ inline constexpr int64_t kInterleavedBlockBytes = 16 * 2 + 16 * 32;
 inline constexpr int64_t kHalfInterleavedRows = 32;
 
 // Whether matmul() on this CPU runs `w` faster interleaved: Q8_0, Q4_0, Q5_0 and the K-quants with rows a
-// multiple of 16 under the AVX-512 VNNI kernels, F16 / BF16 with rows a multiple of 32 under AVX-512
-// (active_isa()). An interleaved Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit,
+// multiple of 16 under the AVX-512 VNNI kernels, F16 / BF16 with rows a multiple of 32 under AVX2 and
+// AVX-512 (active_isa()). An interleaved Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit,
 // under every ISA, and an interleaved Q4_0 / Q5_0 / K-quant one every kernel's on the plain matrix; an
 // interleaved F16 / BF16 one sums each output in column order with one FMA per step, the same bits under
 // every ISA.

@@ -113,6 +113,119 @@ struct Avx2Kernel {
   }
 };
 
+// F16 / BF16 interleaved (kernels::kHalfInterleavedRows = 32 rows per group; column c of group g is the
+// group's 32 values, one 64-byte line, at w + (g * cols + c) * 64), as HalfGroupKernel in matmul_avx512.cpp
+// reads it, with 8-row vectors: every output is one f32 lane summed over c in increasing order with one
+// FMA per step (the scalar kernel's std::fma chain), so the bits are those of every other ISA.
+template <DType D>
+struct HalfGroupKernelAvx2 {
+  static constexpr int kGroup = 32;
+  static constexpr int kTokens = 6;  // a half tile's tokens: 2 x 6 accumulators, 2 weight vectors, a broadcast
+  static constexpr int kDecodePrefetchBytes = 4096;
+
+  static const uint8_t* group_at(const MatmulArgs& a, int64_t g) { return a.w + g * a.cols * 2 * kGroup; }
+
+  static __m256 widen(const uint8_t* p) {
+    const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    if constexpr (D == DType::F16) return _mm256_cvtph_ps(h);
+    else return widen_bf16(h);
+  }
+
+  // One token, groups g and g + 1 side by side: eight FMA chains (each 8 rows), two streams of lines.
+  static void tile1_pair(const MatmulArgs& a, int64_t g) {
+    const int64_t cols = a.cols;
+    const uint8_t* w0 = group_at(a, g);
+    const uint8_t* w1 = group_at(a, g + 1);
+    const float* x = a.xt != nullptr ? a.xt : a.x;  // one token: packed and row layouts coincide
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t o = c * 2 * kGroup;
+      _mm_prefetch(reinterpret_cast<const char*>(w0 + o) + kDecodePrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(w1 + o) + kDecodePrefetchBytes, _MM_HINT_T0);
+      const __m256 xb = _mm256_broadcast_ss(x + c);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        acc[q] = _mm256_fmadd_ps(widen(w0 + o + 16 * q), xb, acc[q]);
+        acc[4 + q] = _mm256_fmadd_ps(widen(w1 + o + 16 * q), xb, acc[4 + q]);
+      }
+    }
+    float* y = a.y + g * kGroup;
+#pragma GCC unroll 8
+    for (int i = 0; i < 8; ++i) _mm256_storeu_ps(y + 8 * i, acc[i]);
+  }
+
+  // Half h (rows 16h .. 16h + 15) of group g against T <= kTokens tokens whose x[t, c] lie at x + c * stride
+  // + t (a packed token tile, or x's row for one token). With Prefetch, the pass also asks for the line of
+  // each column of the group at `next` into L2, as the AVX-512 kernel's first pass does.
+  template <int T, bool Prefetch>
+  static void half_tile(const MatmulArgs& a, int64_t g, int h, const float* x, int64_t stride, int64_t t0,
+                        const uint8_t* next) {
+    const int64_t cols = a.cols;
+    const uint8_t* w = group_at(a, g) + h * 32;
+    __m256 lo[T], hi[T];
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm256_setzero_ps();
+    for (int64_t c = 0; c < cols; ++c) {
+      if constexpr (Prefetch) _mm_prefetch(reinterpret_cast<const char*>(next + c * 2 * kGroup), _MM_HINT_T1);
+      const __m256 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 16);
+#pragma GCC unroll 6
+      for (int t = 0; t < T; ++t) {
+        const __m256 xb = _mm256_broadcast_ss(x + c * stride + t);
+        lo[t] = _mm256_fmadd_ps(w0, xb, lo[t]);
+        hi[t] = _mm256_fmadd_ps(w1, xb, hi[t]);
+      }
+    }
+    float* y = a.y + t0 * a.rows + g * kGroup + h * 16;  // [T, rows]
+#pragma GCC unroll 6
+    for (int t = 0; t < T; ++t) {
+      _mm256_storeu_ps(y + t * a.rows, lo[t]);
+      _mm256_storeu_ps(y + t * a.rows + 8, hi[t]);
+    }
+  }
+
+  template <bool Prefetch>
+  static void half_tokens(const MatmulArgs& a, int64_t g, int h, const float* x, int64_t stride, int64_t t0,
+                          int64_t n, const uint8_t* next) {
+    switch (n) {
+      case 1: half_tile<1, Prefetch>(a, g, h, x, stride, t0, next); return;
+      case 2: half_tile<2, Prefetch>(a, g, h, x, stride, t0, next); return;
+      case 3: half_tile<3, Prefetch>(a, g, h, x, stride, t0, next); return;
+      case 4: half_tile<4, Prefetch>(a, g, h, x, stride, t0, next); return;
+      case 5: half_tile<5, Prefetch>(a, g, h, x, stride, t0, next); return;
+      default: half_tile<6, Prefetch>(a, g, h, x, stride, t0, next); return;
+    }
+  }
+
+  // Rows [row_begin, row_end): whole groups. Per group, each packed token tile (kHalfTokenTile tokens, the
+  // last one ragged) passes in runs of up to kTokens tokens over each half.
+  static void run(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += kGroup) {
+      if (a.num_tokens == 1 && r0 + 2 * kGroup <= row_end) {
+        tile1_pair(a, r0 / kGroup);
+        r0 += kGroup;
+        continue;
+      }
+      prefetch_ahead(a, r0, kGroup, row_begin, row_end);
+      const int64_t g = r0 / kGroup;
+      const bool ask_next = a.num_tokens > kPrefetchMaxTokens && r0 + 2 * kGroup <= row_end;
+      const float* xt = a.xt != nullptr ? a.xt : a.x;
+      for (int64_t k0 = 0; k0 < a.num_tokens; k0 += kHalfTokenTile) {
+        const int64_t n = a.num_tokens - k0 < kHalfTokenTile ? a.num_tokens - k0 : kHalfTokenTile;
+        const float* x = xt + k0 * a.cols;  // [cols, n]
+        for (int h = 0; h < 2; ++h) {
+          for (int64_t j = 0; j < n; j += kTokens) {
+            const int64_t m = n - j < kTokens ? n - j : kTokens;
+            if (k0 == 0 && h == 0 && j == 0 && ask_next) half_tokens<true>(a, g, h, x + j, n, k0 + j, m, group_at(a, g + 1));
+            else half_tokens<false>(a, g, h, x + j, n, k0 + j, m, nullptr);
+          }
+        }
+      }
+    }
+  }
+};
+
 // One value rounded to f16 and back (vcvtps2ph rounds to nearest even, as f32_to_f16 does).
 inline float round_to_f16(float v) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
@@ -216,6 +329,11 @@ void quantize_activations_avx2(const float* x, int64_t n, int block, int8_t* q, 
 }
 
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+  if (a.interleaved) {
+    if (a.dtype == DType::F16) HalfGroupKernelAvx2<DType::F16>::run(a, row_begin, row_end);
+    else HalfGroupKernelAvx2<DType::BF16>::run(a, row_begin, row_end);
+    return;
+  }
   switch (a.dtype) {
     case DType::F32: run_tiled<Avx2Kernel<DType::F32>>(a, row_begin, row_end); return;
     case DType::F16: run_tiled<Avx2Kernel<DType::F16>>(a, row_begin, row_end); return;

@@ -85,6 +85,8 @@ void quantize_activations_avx512(const float* x, int64_t n, int block, int8_t* q
 void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 // Q4_0 .. Q6_K part of matmul_rows_scalar (matmul_quant_scalar.cpp).
 void matmul_rows_quant_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
+// Also F16 / BF16 interleaved (row_begin, row_end multiples of 32), with the same results as
+// matmul_rows_scalar.
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 // Also F16 / BF16 interleaved (row_begin, row_end multiples of 32), with the same results as
 // matmul_rows_scalar.
