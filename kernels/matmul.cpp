@@ -222,8 +222,10 @@ void pack_token_tiles(const float* x, int64_t cols, int64_t num_tokens, float* x
   const auto pack = [j = &job](int64_t begin, int64_t end) {  // one pointer: stored inline
     for (int64_t k = begin; k < end; ++k) {
       const int64_t t0 = k * cpu::kHalfTokenTile, n = std::min(cpu::kHalfTokenTile, j->num_tokens - t0);
-      (cpu::active_isa() >= cpu::Isa::Avx512 ? cpu::pack_token_tile_avx512 : cpu::pack_token_tile_scalar)(
-          j->x + t0 * j->cols, j->cols, n, j->xt + t0 * j->cols);
+      const cpu::Isa isa = cpu::active_isa();
+      (isa >= cpu::Isa::Avx512 ? cpu::pack_token_tile_avx512
+       : isa == cpu::Isa::Avx2 ? cpu::pack_token_tile_avx2
+                               : cpu::pack_token_tile_scalar)(j->x + t0 * j->cols, j->cols, n, j->xt + t0 * j->cols);
     }
   };
   const int64_t grain = std::max<int64_t>(1, kMinMacsPerTask / std::max<int64_t>(1, cols * cpu::kHalfTokenTile));

@@ -328,6 +328,48 @@ void quantize_activations_avx2(const float* x, int64_t n, int block, int8_t* q, 
   quantize_blocks<quantize_block_32, quantize_block_256>(x, n, block, q, d, s, m, o, c);
 }
 
+void pack_token_tile_avx2(const float* x, int64_t cols, int64_t n, float* out) {
+  // Per 8 columns and 8 tokens: the rows' 8 floats (zeros past n, masked loads past cols), transposed 8 x 8
+  // (pairs of rows, pairs of pairs, then 128-bit halves), and column j's tokens stored at out + j n.
+  for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+    const int64_t m = cols - c0 < 8 ? cols - c0 : 8;
+    const __m256i load_mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(m)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t t0 = 0; t0 < n; t0 += 8) {
+      const int64_t nb = n - t0 < 8 ? n - t0 : 8;
+      __m256 r[8], t[8], u[8];
+#pragma GCC unroll 8
+      for (int i = 0; i < 8; ++i) r[i] = i < nb ? _mm256_maskload_ps(x + (t0 + i) * cols + c0, load_mask) : _mm256_setzero_ps();
+#pragma GCC unroll 4
+      for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+      }
+#pragma GCC unroll 2
+      for (int i = 0; i < 2; ++i) {  // u[4i + k]: columns k and 4 + k of rows 4i .. 4i + 3
+        u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+      }
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        if (j >= m) break;
+        const __m256 col = j < 4 ? _mm256_permute2f128_ps(u[j], u[4 + j], 0x20) : _mm256_permute2f128_ps(u[j - 4], u[j], 0x31);
+        float* dst = out + (c0 + j) * n + t0;
+        if (nb == 8) {
+          _mm256_storeu_ps(dst, col);
+        } else if (nb == 4) {  // a tile of 12: tokens 8 .. 11
+          _mm_storeu_ps(dst, _mm256_castps256_ps128(col));
+        } else {  // not vmaskmovps: a masked store is microcoded on AMD cores
+          alignas(32) float lanes[8];
+          _mm256_store_ps(lanes, col);
+          for (int64_t i = 0; i < nb; ++i) dst[i] = lanes[i];
+        }
+      }
+    }
+  }
+}
+
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.interleaved) {
     if (a.dtype == DType::F16) HalfGroupKernelAvx2<DType::F16>::run(a, row_begin, row_end);

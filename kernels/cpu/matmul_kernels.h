@@ -51,8 +51,9 @@ struct MatmulArgs {
 inline constexpr int64_t kHalfTokenTile = 12;
 
 // One token tile of MatmulArgs::xt: x [n, cols] (n <= 16 rows, cols apart) -> out [cols, n]. The AVX-512
-// version transposes 16 columns at a time in registers; both write the same floats.
+// version transposes 16 columns at a time in registers, the AVX2 one 8 x 8 blocks; all write the same floats.
 void pack_token_tile_scalar(const float* x, int64_t cols, int64_t n, float* out);
+void pack_token_tile_avx2(const float* x, int64_t cols, int64_t n, float* out);
 void pack_token_tile_avx512(const float* x, int64_t cols, int64_t n, float* out);
 
 // Weights per activation block of a quantised weight type: 256 for the K-quants (as llama.cpp's Q8_K),

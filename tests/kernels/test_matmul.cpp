@@ -678,3 +678,25 @@ TEST_CASE("dtype_name and ISA names") {
   CHECK(cpu::set_active_isa(cpu::detected_isa()));
   MESSAGE("detected ISA: " << cpu::isa_name(cpu::detected_isa()));
 }
+
+TEST_CASE("packing a token tile: the AVX2 and AVX-512 transposes write the scalar one's floats") {
+  for (int64_t cols : {1, 7, 8, 9, 17, 64, 100}) {
+    for (int64_t n = 1; n <= 16; ++n) {
+      CAPTURE(cols);
+      CAPTURE(n);
+      const auto x = random_values(size_t(n * cols), uint32_t(cols * 31 + n));
+      std::vector<float> want(size_t(n * cols) + 8, -7.0f);  // 8 guard floats past the end
+      cpu::pack_token_tile_scalar(x.data(), cols, n, want.data());
+      if (cpu::isa_supported(Isa::Avx2)) {
+        std::vector<float> got(want.size(), -7.0f);
+        cpu::pack_token_tile_avx2(x.data(), cols, n, got.data());
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+      }
+      if (cpu::isa_supported(Isa::Avx512)) {
+        std::vector<float> got(want.size(), -7.0f);
+        cpu::pack_token_tile_avx512(x.data(), cols, n, got.data());
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * 4) == 0);
+      }
+    }
+  }
+}
