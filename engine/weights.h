@@ -38,7 +38,8 @@ struct ModelWeights {
 };
 
 // Interleaves, once each, the matrices this CPU multiplies faster so (kernels::interleaving_pays: the
-// integer types under AVX-512 VNNI, F16 / BF16 under AVX2 and AVX-512); a tied embedding follows the output matrix (rows read with kernels::matrix_row).
+// integer types under AVX-512 VNNI, F16 / BF16 under AVX2 and AVX-512); a tied embedding follows the output
+// matrix (rows read with kernels::matrix_row).
 // in_place: rearranges the bytes where they are, which must be writable and viewed by nothing else yet (the
 // GGUF loader, on its map_file() copy). Else into one new buffer on 2 MiB pages, the matrices one after another as a file's
 // tensors lie (a buffer per matrix, each 2 MiB-aligned, measured 1.45x slower at decode), kept in

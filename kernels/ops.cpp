@@ -127,25 +127,26 @@ void add_bias(float* x, const float* bias, int64_t num_tokens, int64_t dim) {
 
 namespace {
 
+// exp_inline's constants, shared with silu_mul_row_avx2's vector copy of its steps.
+constexpr float kExpLo = -87.3f, kExpHi = 88.0f;
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23
+constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                               4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};  // highest degree first
+
 // e^x within 2 ulp (tests/kernels/test_ops.cpp): x = n ln 2 + r with |r| <= ln 2 / 2 (ln 2 in two parts),
 // e^r by Cephes' degree-6 polynomial, times 2^n built in the exponent bits; 0 below -87.3 (where 2^n
 // leaves the normal range), e^88 above 88. Plain float operations with no FMA contraction (the kernels
 // build with -ffp-contract=off), so the per-ISA functions below give the scalar bits.
 [[gnu::always_inline]] inline float exp_inline(float x) {
-  constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
-  constexpr float kRoundEven = 12582912.0f;  // 1.5 * 2^23
-  const float xc = x < -87.3f ? -87.3f : x > 88.0f ? 88.0f : x;
+  const float xc = x < kExpLo ? kExpLo : x > kExpHi ? kExpHi : x;
   const float n = (xc * kLog2e + kRoundEven) - kRoundEven;
   const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
+  float p = kExpPoly[0];
+  for (int k = 1; k < 6; ++k) p = p * r + kExpPoly[k];
   const float er = (p * r * r + r) + 1.0f;
   const float two_n = std::bit_cast<float>((int32_t(n) + 127) << 23);
-  return x < -87.3f ? 0.0f : er * two_n;
+  return x < kExpLo ? 0.0f : er * two_n;
 }
 
 // One row of silu_mul, vectorised by the compiler once per ISA and picked by active_isa(). (Not
@@ -164,7 +165,7 @@ namespace {
 // e^x's product for the lanes the final select drops (AVX-512 masks them instead). exp_inline's steps in
 // its order, one rounding each, so the same bits; the tail runs the scalar body.
 [[gnu::target("avx2")]] void silu_mul_row_avx2(const float* g, const float* u, float* o, int64_t dim) {
-  const __m256 lo = _mm256_set1_ps(-87.3f), hi = _mm256_set1_ps(88.0f), round = _mm256_set1_ps(12582912.0f);
+  const __m256 lo = _mm256_set1_ps(kExpLo), hi = _mm256_set1_ps(kExpHi), round = _mm256_set1_ps(kRoundEven);
   const __m256 one = _mm256_set1_ps(1.0f);
   int64_t i = 0;
   for (; i + 8 <= dim; i += 8) {
@@ -173,15 +174,14 @@ namespace {
     const __m256 below = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
     __m256 xc = _mm256_blendv_ps(x, lo, below);
     xc = _mm256_blendv_ps(xc, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(1.44269504088896341f)), round), round);
-    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f))),
-                                   _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
-    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-    for (const float c : {1.3981999507e-3f, 8.3334519073e-3f, 4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f})
-      p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(c));
+    const __m256 n = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(xc, _mm256_set1_ps(kLog2e)), round), round);
+    const __m256 r = _mm256_sub_ps(_mm256_sub_ps(xc, _mm256_mul_ps(n, _mm256_set1_ps(kLn2Hi))),
+                                   _mm256_mul_ps(n, _mm256_set1_ps(kLn2Lo)));
+    __m256 p = _mm256_set1_ps(kExpPoly[0]);
+    for (int k = 1; k < 6; ++k) p = _mm256_add_ps(_mm256_mul_ps(p, r), _mm256_set1_ps(kExpPoly[k]));
     const __m256 er = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_mul_ps(p, r), r), r), one);
     const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
-    const __m256 e = _mm256_andnot_ps(below, _mm256_mul_ps(er, _mm256_castsi256_ps(bits)));  // 0 below -87.3
+    const __m256 e = _mm256_andnot_ps(below, _mm256_mul_ps(er, _mm256_castsi256_ps(bits)));  // 0 below kExpLo
     const __m256 silu = _mm256_mul_ps(val, _mm256_div_ps(one, _mm256_add_ps(one, e)));
     _mm256_storeu_ps(o + i, _mm256_mul_ps(silu, _mm256_loadu_ps(u + i)));
   }
