@@ -3,7 +3,7 @@
 // triad; batches (8, 32, 64 tokens) turn compute bound and also report FLOP/s, next to fma_peak (the f32
 // multiply-add ceiling of the active ISA on all threads). q8_0i, q4_0i, q5_0i, q4_ki, q5_ki, q6_ki, f16i,
 // bf16i: interleaved as the engine lays them out (kernels::interleave_rows: AVX-512 VNNI for the integer
-// types, AVX2 for F16 / BF16), where interleaving pays on this CPU.
+// types, AVX2 for Q8_0, F16 / BF16), where interleaving pays on this CPU.
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
 //   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
@@ -79,7 +79,7 @@ std::vector<uint8_t> make_matrix(DType dtype, int64_t rows, int64_t cols, uint32
 }
 
 // interleaved: the rows interleaved as the engine lays them out (AVX-512 VNNI for the integer types, AVX2 for
-// F16 / BF16).
+// Q8_0, F16 / BF16).
 // hot: one copy, read from the caches.
 void run_matmul(benchmark::State& state, DType dtype, bool interleaved, int64_t rows, int64_t cols, int64_t num_tokens,
                 bool hot) {

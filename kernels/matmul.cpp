@@ -151,8 +151,10 @@ void group_from_blocks(DType dtype, const uint8_t* const blocks[cpu::kLegacyGrou
 }
 
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
-  if (interleaved && is_int8_interleavable(dtype))
-    return isa >= cpu::Isa::Avx512Vnni ? cpu::matmul_rows_avx512_vnni : cpu::matmul_rows_scalar;
+  if (interleaved && is_int8_interleavable(dtype)) {
+    if (isa >= cpu::Isa::Avx512Vnni) return cpu::matmul_rows_avx512_vnni;
+    return dtype == DType::Q8_0 && isa >= cpu::Isa::Avx2 ? cpu::matmul_rows_avx2 : cpu::matmul_rows_scalar;
+  }
   if (interleaved)
     return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : isa == cpu::Isa::Avx2 ? cpu::matmul_rows_avx2 : cpu::matmul_rows_scalar;
   switch (isa) {
@@ -344,8 +346,9 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   const bool offsets = std::any_of(targets.begin(), targets.end(), [num_tokens](const MatmulTarget& g) {
     return is_legacy_quant(g.w->dtype) && (num_tokens <= kMaxDirectTokens || g.w->interleaved);
   });
-  // Block sums where an interleaved Q8_0 matrix takes part.
-  const bool corrections = std::any_of(targets.begin(), targets.end(),
+  // Block sums where an interleaved Q8_0 matrix takes part under AVX-512 VNNI (the AVX2 kernel needs none).
+  const bool corrections = cpu::active_isa() >= cpu::Isa::Avx512Vnni &&
+                           std::any_of(targets.begin(), targets.end(),
                                        [](const MatmulTarget& g) { return g.w->interleaved && g.w->dtype == DType::Q8_0; });
 
   GroupJob job;
@@ -441,7 +444,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 
 bool interleaving_pays(const WeightMatrix& w) {
   const int64_t group = interleaved_group(w.dtype);
-  const cpu::Isa needs = is_int8_interleavable(w.dtype) ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx2;
+  const cpu::Isa needs = is_int8_interleavable(w.dtype) && w.dtype != DType::Q8_0 ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx2;
   return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && cpu::active_isa() >= needs;
 }
 

@@ -28,9 +28,9 @@ inline constexpr int64_t kInterleavedBlockBytes = 16 * 2 + 16 * 32;
 // values (one 64-byte line) at (g * cols + c) * 64 bytes.
 inline constexpr int64_t kHalfInterleavedRows = 32;
 
-// Whether matmul() on this CPU runs `w` faster interleaved: Q8_0, Q4_0, Q5_0 and the K-quants with rows a
-// multiple of 16 under the AVX-512 VNNI kernels, F16 / BF16 with rows a multiple of 32 under AVX2 and
-// AVX-512 (active_isa()). An interleaved Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit,
+// Whether matmul() on this CPU runs `w` faster interleaved: Q4_0, Q5_0 and the K-quants with rows a
+// multiple of 16 under the AVX-512 VNNI kernels, Q8_0 with rows a multiple of 16 and F16 / BF16 with rows
+// a multiple of 32 under AVX2 and AVX-512 (active_isa()). An interleaved Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit,
 // under every ISA, and an interleaved Q4_0 / Q5_0 / K-quant one every kernel's on the plain matrix; an
 // interleaved F16 / BF16 one sums each output in column order with one FMA per step, the same bits under
 // every ISA.

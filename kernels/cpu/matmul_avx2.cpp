@@ -1,4 +1,5 @@
-// AVX2 + FMA + F16C matmul. Compiled with -mavx2 -mfma -mf16c; reached only when active_isa() is Avx2.
+// AVX2 + FMA + F16C matmul. Compiled with -mavx2 -mfma -mf16c; reached when active_isa() is Avx2, and for
+// interleaved Q8_0 when it is Avx512 (no VNNI).
 // Float weights: one 8-lane f32 accumulator per output, fed in column order (8-column steps, a
 // zero-padded last step), then a fixed-order horizontal sum. Q8_0: matmul_q8_int8.h; Q4_0 .. Q6_K:
 // matmul_quant_int8.h.
@@ -8,6 +9,7 @@
 #include "kernels/cpu/matmul_quant_int8.h"
 #include "kernels/cpu/matmul_quantize_blocks.h"
 #include "kernels/cpu/matmul_tiling.h"
+#include "kernels/matmul.h"  // the interleaved layouts' constants
 
 
 namespace inflight::kernels::cpu {
@@ -226,6 +228,100 @@ struct HalfGroupKernelAvx2 {
   }
 };
 
+// Interleaved Q8_0 (kernels/matmul.h: 16 rows per group; per 32-column block the 16 f16 scales, then for each
+// 4-column quad the 16 rows' 4 quants as u8, q + 128), read as two 8-row halves: lane i of a vector is row
+// 8h + i of the group. Per block and quad: the half's quants back to s8 (one xor) and their magnitudes,
+// shared by the tile's tokens; per token, maddubs of |q| with the token's 4 quants broadcast and signed
+// like q, then madd into int32 (|q| <= 128 and |x| <= 127: no pair sum saturates), so each lane sums its
+// row's block dot exactly over the quads. Then the scalar kernel's float step, (dw * dx) * dot added in
+// block order: every output has matmul_rows_scalar's bits, whatever the tokens and rows of a call.
+struct Q8GroupKernelAvx2 {
+  static constexpr int kGroup = int(kInterleavedRows);
+  static constexpr int kTokens = 6;
+
+  static int32_t load_i32(const int8_t* p) {
+    int32_t v;
+    __builtin_memcpy(&v, p, 4);
+    return v;
+  }
+
+  // y[t0 .. t0 + T, 16 g + 8 h0 .. 16 g + 8 (h0 + H)]: halves h0 .. h0 + H - 1 (H = 2: both in one pass).
+  template <int T, int H>
+  static void tile(const MatmulArgs& a, int64_t g, int h0, int64_t t0) {
+    const int64_t num_blocks = a.cols / 32;
+    const uint8_t* w = a.w + g * num_blocks * kInterleavedBlockBytes;
+    const int8_t* xq = a.xq + t0 * a.cols;
+    const float* xd = a.xd + t0 * num_blocks;
+    const __m256i flip = _mm256_set1_epi8(char(0x80)), ones = _mm256_set1_epi16(1);
+    __m256 acc[H][T];
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) acc[h][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < num_blocks; ++b) {
+      const uint8_t* blk = w + b * kInterleavedBlockBytes;
+      __m256i dot[H][T];
+#pragma GCC unroll 8
+      for (int q = 0; q < 8; ++q) {
+        __m256i xb[T];
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) xb[t] = _mm256_set1_epi32(load_i32(xq + t * a.cols + b * 32 + 4 * q));
+#pragma GCC unroll 2
+        for (int h = 0; h < H; ++h) {
+          const __m256i ws = _mm256_xor_si256(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + 2 * kGroup + q * 4 * kGroup + 32 * (h0 + h))), flip);
+          const __m256i aw = _mm256_abs_epi8(ws);
+#pragma GCC unroll 8
+          for (int t = 0; t < T; ++t) {
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb[t], ws)), ones);
+            dot[h][t] = q == 0 ? p : _mm256_add_epi32(dot[h][t], p);
+          }
+        }
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < H; ++h) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 16 * (h0 + h))));
+#pragma GCC unroll 8
+        for (int t = 0; t < T; ++t) {
+          const __m256 scale = _mm256_mul_ps(dw, _mm256_set1_ps(xd[t * num_blocks + b]));
+          acc[h][t] = _mm256_add_ps(acc[h][t], _mm256_mul_ps(scale, _mm256_cvtepi32_ps(dot[h][t])));
+        }
+      }
+    }
+    float* y = a.y + t0 * a.rows + g * kGroup + 8 * h0;  // [T, rows]
+#pragma GCC unroll 2
+    for (int h = 0; h < H; ++h)
+#pragma GCC unroll 8
+      for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + t * a.rows + 8 * h, acc[h][t]);
+  }
+
+  // Rows [row_begin, row_end): whole groups; per group, all token tiles over its blocks while they sit in
+  // cache. Six tokens per pass over one half (6 accumulators, 6 dot sums, a half's quants and their
+  // magnitudes: bench_matmul q8_0i t512 level with 3 to 5 tokens, t8 1.05x); one or two tokens take both
+  // halves in one pass, so a decode streams each group's bytes once.
+  static void run(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
+    for (int64_t g = row_begin / kGroup; g < row_end / kGroup; ++g) {
+      prefetch_ahead(a, g * kGroup, kGroup, row_begin, row_end);
+      for (int64_t t0 = 0; t0 < a.num_tokens; t0 += kTokens) {
+        switch (a.num_tokens - t0 < kTokens ? a.num_tokens - t0 : kTokens) {
+          case 1: tile<1, 2>(a, g, 0, t0); break;
+          case 2: tile<2, 2>(a, g, 0, t0); break;
+          case 3: halves<3>(a, g, t0); break;
+          case 4: halves<4>(a, g, t0); break;
+          case 5: halves<5>(a, g, t0); break;
+          default: halves<6>(a, g, t0); break;
+        }
+      }
+    }
+  }
+
+  template <int T>
+  static void halves(const MatmulArgs& a, int64_t g, int64_t t0) {
+    tile<T, 1>(a, g, 0, t0);
+    tile<T, 1>(a, g, 1, t0);
+  }
+};
+
 // One value rounded to f16 and back (vcvtps2ph rounds to nearest even, as f32_to_f16 does).
 inline float round_to_f16(float v) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(v), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)));
@@ -372,7 +468,8 @@ void pack_token_tile_avx2(const float* x, int64_t cols, int64_t n, float* out) {
 
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end) {
   if (a.interleaved) {
-    if (a.dtype == DType::F16) HalfGroupKernelAvx2<DType::F16>::run(a, row_begin, row_end);
+    if (a.dtype == DType::Q8_0) Q8GroupKernelAvx2::run(a, row_begin, row_end);
+    else if (a.dtype == DType::F16) HalfGroupKernelAvx2<DType::F16>::run(a, row_begin, row_end);
     else HalfGroupKernelAvx2<DType::BF16>::run(a, row_begin, row_end);
     return;
   }

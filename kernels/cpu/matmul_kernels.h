@@ -34,9 +34,9 @@ struct MatmulArgs {
   // unsigned quants u, see matmul_quant_int8.h): [num_tokens, cols / 32, 8] -16 times each 4-quant group
   // sum of xq, so that u . x - 16 sum(x) (Q5_0: u - 16; Q4_0 halves it) is one dot product from this start.
   const int32_t* xo = nullptr;
-  // WeightMatrix::interleaved (w points at row 0's group, w_row_bytes still one row's bytes). Q8_0 then
-  // needs xc: [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of u8 quants q + 128
-  // with xq starts.
+  // WeightMatrix::interleaved (w points at row 0's group, w_row_bytes still one row's bytes). Q8_0 under
+  // AVX-512 VNNI then needs xc: [num_tokens, cols / 32] -128 times each block's sum of xq, where the dot of
+  // u8 quants q + 128 with xq starts.
   bool interleaved = false;
   const int32_t* xc = nullptr;
   bool stream_to_l2 = false;  // whether decode streams prefetch into L2, cpu::stream_prefetch_to_l2()
@@ -86,8 +86,8 @@ void quantize_activations_avx512(const float* x, int64_t n, int block, int8_t* q
 void matmul_rows_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 // Q4_0 .. Q6_K part of matmul_rows_scalar (matmul_quant_scalar.cpp).
 void matmul_rows_quant_scalar(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
-// Also F16 / BF16 interleaved (row_begin, row_end multiples of 32), with the same results as
-// matmul_rows_scalar.
+// Also F16 / BF16 interleaved (row_begin, row_end multiples of 32) and Q8_0 interleaved (multiples of 16;
+// also on AVX-512 CPUs without VNNI), with the same results as matmul_rows_scalar.
 void matmul_rows_avx2(const MatmulArgs& a, int64_t row_begin, int64_t row_end);
 // Also F16 / BF16 interleaved (row_begin, row_end multiples of 32), with the same results as
 // matmul_rows_scalar.
