@@ -263,9 +263,6 @@ struct Q8GroupKernelAvx2 {
       __m256i dot[H][T];
 #pragma GCC unroll 8
       for (int q = 0; q < 8; ++q) {
-        __m256i xb[T];
-#pragma GCC unroll 8
-        for (int t = 0; t < T; ++t) xb[t] = _mm256_set1_epi32(load_i32(xq + t * a.cols + b * 32 + 4 * q));
 #pragma GCC unroll 2
         for (int h = 0; h < H; ++h) {
           const __m256i ws = _mm256_xor_si256(
@@ -273,7 +270,8 @@ struct Q8GroupKernelAvx2 {
           const __m256i aw = _mm256_abs_epi8(ws);
 #pragma GCC unroll 8
           for (int t = 0; t < T; ++t) {
-            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb[t], ws)), ones);
+            const __m256i xb = _mm256_set1_epi32(load_i32(xq + t * a.cols + b * 32 + 4 * q));  // a load: no ALU op
+            const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xb, ws)), ones);
             dot[h][t] = q == 0 ? p : _mm256_add_epi32(dot[h][t], p);
           }
         }
