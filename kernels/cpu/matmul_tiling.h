@@ -50,8 +50,9 @@ inline void prefetch_bytes(const uint8_t* p, int64_t n) {
 // 6 alternating rounds; 2 group-blocks ahead measured best against 3, 4 and into L2). The same helped
 // neither the interleaved Q5_0 / Q8_0 VNNI kernels (SmolLM decode level to 3 % slower) nor the per-row
 // K-quant one (Q6_K: level to 2 % slower), which do without it (on Intel the interleaved ones prefetch into
-// L2, see kStreamAheadBytesL2 in matmul_avx512_vnni.cpp); the AVX2 interleaved Q8_0 one uses it (Zen 3). A streaming kernel asks, as it starts a block of
-// `bytes` bytes at p, for the block kStreamAheadBlocks blocks ahead: into L1 (Zen 5: better than into L2),
+// L2, see kStreamAheadBytesL2 in matmul_avx512_vnni.cpp); the AVX2 interleaved Q8_0 one uses it (Zen 3).
+// A streaming kernel asks, as it starts a block of `bytes` bytes at p, for the block kStreamAheadBlocks
+// blocks ahead: into L1 (Zen 5: better than into L2),
 // or, with to_l2 (MatmulArgs::stream_to_l2, Intel), into L2. An Intel core's L1 fill buffers hold too few
 // misses for DRAM's latency; its L2 queue holds three times as many: TinyLlama Q4_K_M decode 1.06-1.15x
 // into L2 (Intel host, 4 alternating rounds), bench_matmul q4_ki / q6_ki t1 about 1.2x.
