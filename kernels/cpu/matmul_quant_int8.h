@@ -283,6 +283,8 @@ struct VnniScaledDot {  // the same with the multiply-add and the accumulation i
 // block order; one fixed-order reduction at the end.
 template <class Format, class Dot, int kNumRegs>
 struct KQuantKernel {
+  static constexpr int64_t kDecodeAheadBytes = 4096;
+
   // Budget: 2*R*T accumulators (int per super-block, float across them) + T activation chunks + quants,
   // scales and temporaries.
   template <int T>
@@ -307,6 +309,11 @@ struct KQuantKernel {
 #pragma GCC unroll 4
       for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < num_blocks; ++b) {
+#if !defined(__AVX512F__)
+      // The AVX2 file's decode asks for the bytes 4 KiB ahead into L2 (Zen 3: TinyLlama Q4_K_M decode 1.18x,
+      // SmolLM level to 1.08x; 2 KiB ahead alike, into L1 2 blocks ahead 1.06x). Unmeasured under AVX-512.
+      if constexpr (R * T == 1) prefetch_bytes(w + b * Format::kBytes + kDecodeAheadBytes, Format::kBytes);
+#endif
       typename Format::Scales sc[R];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) sc[r] = Format::scales(w + r * a.w_row_bytes + b * Format::kBytes);
