@@ -137,6 +137,11 @@ bool is_legacy_interleavable(DType dtype) { return dtype == DType::Q4_0 || dtype
 bool is_block_interleavable(DType dtype) { return is_legacy_interleavable(dtype) || is_kquant(dtype); }
 // The types whose interleaved layout the AVX-512 VNNI kernels read (the integer ones).
 bool is_int8_interleavable(DType dtype) { return dtype == DType::Q8_0 || is_block_interleavable(dtype); }
+// The least ISA whose kernels read a type's interleaved layout: AVX2 for Q8_0 and F16 / BF16, AVX-512 VNNI
+// for the other integer types.
+cpu::Isa interleaved_isa(DType dtype) {
+  return is_int8_interleavable(dtype) && dtype != DType::Q8_0 ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx2;
+}
 
 // Row i's plain block from a group-block of a block-interleaved type, and the group-block from its 16 rows'
 // plain blocks.
@@ -153,7 +158,7 @@ void group_from_blocks(DType dtype, const uint8_t* const blocks[cpu::kLegacyGrou
 RowsFn rows_fn(cpu::Isa isa, DType dtype, bool interleaved) {
   if (interleaved && is_int8_interleavable(dtype)) {
     if (isa >= cpu::Isa::Avx512Vnni) return cpu::matmul_rows_avx512_vnni;
-    return dtype == DType::Q8_0 && isa >= cpu::Isa::Avx2 ? cpu::matmul_rows_avx2 : cpu::matmul_rows_scalar;
+    return isa >= interleaved_isa(dtype) ? cpu::matmul_rows_avx2 : cpu::matmul_rows_scalar;  // Q8_0
   }
   if (interleaved)
     return isa >= cpu::Isa::Avx512 ? cpu::matmul_rows_avx512 : isa == cpu::Isa::Avx2 ? cpu::matmul_rows_avx2 : cpu::matmul_rows_scalar;
@@ -444,8 +449,8 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
 
 bool interleaving_pays(const WeightMatrix& w) {
   const int64_t group = interleaved_group(w.dtype);
-  const cpu::Isa needs = is_int8_interleavable(w.dtype) && w.dtype != DType::Q8_0 ? cpu::Isa::Avx512Vnni : cpu::Isa::Avx2;
-  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 && cpu::active_isa() >= needs;
+  return group > 0 && !w.interleaved && w.rows > 0 && w.rows % group == 0 &&
+         cpu::active_isa() >= interleaved_isa(w.dtype);
 }
 
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {

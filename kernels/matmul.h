@@ -30,10 +30,10 @@ inline constexpr int64_t kHalfInterleavedRows = 32;
 
 // Whether matmul() on this CPU runs `w` faster interleaved: Q4_0, Q5_0 and the K-quants with rows a
 // multiple of 16 under the AVX-512 VNNI kernels, Q8_0 with rows a multiple of 16 and F16 / BF16 with rows
-// a multiple of 32 under AVX2 and AVX-512 (active_isa()). An interleaved Q8_0 matmul equals the scalar kernel's on the plain matrix, bit for bit,
-// under every ISA, and an interleaved Q4_0 / Q5_0 / K-quant one every kernel's on the plain matrix; an
-// interleaved F16 / BF16 one sums each output in column order with one FMA per step, the same bits under
-// every ISA.
+// a multiple of 32 under AVX2 and AVX-512 (active_isa()). An interleaved Q8_0 matmul equals the scalar
+// kernel's on the plain matrix, bit for bit, under every ISA, and an interleaved Q4_0 / Q5_0 / K-quant one
+// every kernel's on the plain matrix; an interleaved F16 / BF16 one sums each output in column order with
+// one FMA per step, the same bits under every ISA.
 bool interleaving_pays(const WeightMatrix& w);
 // Writes w's rows interleaved into `out` (row_bytes(w.dtype, w.cols) * w.rows bytes; may be w.data, in
 // place) and returns the matrix viewing it. Requires Q8_0 / Q4_0 / Q5_0 / a K-quant with rows a multiple of

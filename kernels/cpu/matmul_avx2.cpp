@@ -239,12 +239,6 @@ struct Q8GroupKernelAvx2 {
   static constexpr int kGroup = int(kInterleavedRows);
   static constexpr int kTokens = 6;
 
-  static int32_t load_i32(const int8_t* p) {
-    int32_t v;
-    __builtin_memcpy(&v, p, 4);
-    return v;
-  }
-
   // y[t0 .. t0 + T, 16 g + 8 h0 .. 16 g + 8 (h0 + H)]: halves h0 .. h0 + H - 1 (H = 2: both in one pass).
   template <int T, int H>
   static void tile(const MatmulArgs& a, int64_t g, int h0, int64_t t0) {

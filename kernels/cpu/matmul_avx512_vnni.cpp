@@ -12,8 +12,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <cstring>
-
 #include "kernels/cpu/matmul_kquant_interleave.h"
 #include "kernels/cpu/matmul_legacy_interleave.h"
 #include "kernels/cpu/matmul_q8_int8.h"
@@ -28,12 +26,6 @@ constexpr int kTokensPerTile = 8;  // tokens sharing each load of a group's bloc
 // The interleaved Q8_0 and Q4_0 / Q5_0 kernels ask, with MatmulArgs::stream_to_l2 (Intel), for the bytes this
 // far past each block into L2 as they start it (4-7 blocks ahead): bench_matmul q8_0i t1 1.2-1.45x there.
 constexpr int64_t kStreamAheadBytesL2 = 4096;
-
-inline int32_t load_i32(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
 
 // y[t0 .. t0 + T, 16 g .. 16 g + 16]. The quads' dot products run in kChains independent chains (their
 // int32 sums are exact, so the split changes nothing) to hide vpdpbusd's latency at one or two tokens.

@@ -62,6 +62,13 @@ struct VnniDot {
 };
 #endif
 
+// 4 activation quants as one int32, for a broadcast.
+inline int32_t load_i32(const int8_t* p) {
+  int32_t v;
+  __builtin_memcpy(&v, p, 4);
+  return v;
+}
+
 inline float f16_at(const uint8_t* p) {
   uint16_t h;
   __builtin_memcpy(&h, p, 2);

@@ -52,10 +52,10 @@ inline void prefetch_bytes(const uint8_t* p, int64_t n) {
 // K-quant one (Q6_K: level to 2 % slower), which do without it (on Intel the interleaved ones prefetch into
 // L2, see kStreamAheadBytesL2 in matmul_avx512_vnni.cpp); the AVX2 interleaved Q8_0 one uses it (Zen 3).
 // A streaming kernel asks, as it starts a block of `bytes` bytes at p, for the block kStreamAheadBlocks
-// blocks ahead: into L1 (Zen 5: better than into L2),
-// or, with to_l2 (MatmulArgs::stream_to_l2, Intel), into L2. An Intel core's L1 fill buffers hold too few
-// misses for DRAM's latency; its L2 queue holds three times as many: TinyLlama Q4_K_M decode 1.06-1.15x
-// into L2 (Intel host, 4 alternating rounds), bench_matmul q4_ki / q6_ki t1 about 1.2x.
+// blocks ahead: into L1 (Zen 5: better than into L2), or, with to_l2 (MatmulArgs::stream_to_l2, Intel),
+// into L2. An Intel core's L1 fill buffers hold too few misses for DRAM's latency; its L2 queue holds three
+// times as many: TinyLlama Q4_K_M decode 1.06-1.15x into L2 (Intel host, 4 alternating rounds), bench_matmul
+// q4_ki / q6_ki t1 about 1.2x.
 constexpr int64_t kStreamAheadBlocks = 2;
 inline void prefetch_stream(const uint8_t* p, int64_t bytes, bool to_l2) {
   const uint8_t* ahead = p + kStreamAheadBlocks * bytes;
