@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "engine/load_error.h"
+#include "kernels/thread_pool.h"
 
 namespace inflight::engine {
 
@@ -31,7 +32,7 @@ struct Fd {
   }
 };
 
-constexpr size_t kReadChunk = size_t(64) << 20;  // bytes per read(); bounded so a signal costs little
+constexpr uint64_t kReadChunk = uint64_t(32) << 20;  // bytes per read(), and per task of the parallel read
 constexpr size_t kHugePage = size_t(2) << 20;    // x86-64 transparent huge page
 
 }  // namespace
@@ -67,17 +68,22 @@ MappedFile map_file(const std::string& path) {
   if (memory.data == nullptr)
     throw_load_error(path, "cannot allocate " + std::to_string(file.size) + " bytes: " + std::strerror(errno));
   uint8_t* bytes = memory.data;
-  uint64_t done = 0;
-  while (done < file.size) {
-    const size_t want = size_t(std::min<uint64_t>(file.size - done, kReadChunk));
-    const ssize_t n = ::pread(f.fd, bytes + done, want, off_t(done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) throw_load_error(path, "cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
-    if (n == 0)
-      throw_load_error(path, "the file shrank while it was read: " + std::to_string(done) + " of " +
-                                 std::to_string(file.size) + " bytes");
-    done += uint64_t(n);
-  }
+  // Chunks read in parallel on the compute pool: each thread's reads also fault in (zero) its own pages,
+  // which is most of the time a load takes.
+  const int64_t num_chunks = int64_t((file.size + kReadChunk - 1) / kReadChunk);
+  kernels::compute_pool().run(num_chunks, [&](int64_t chunk) {
+    const uint64_t begin = uint64_t(chunk) * kReadChunk, end = std::min<uint64_t>(file.size, begin + kReadChunk);
+    uint64_t done = begin;
+    while (done < end) {
+      const ssize_t n = ::pread(f.fd, bytes + done, size_t(end - done), off_t(done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_load_error(path, "cannot read at byte " + std::to_string(done) + ": " + std::strerror(errno));
+      if (n == 0)
+        throw_load_error(path, "the file shrank while it was read: " + std::to_string(done) + " of " +
+                                   std::to_string(file.size) + " bytes");
+      done += uint64_t(n);
+    }
+  });
   struct stat after {};
   if (fstat(f.fd, &after) != 0 || after.st_size != st.st_size || after.st_mtim.tv_sec != st.st_mtim.tv_sec ||
       after.st_mtim.tv_nsec != st.st_mtim.tv_nsec)

@@ -8,6 +8,7 @@
 
 #include "engine/gguf.h"
 #include "kernels/dtype.h"
+#include "kernels/thread_pool.h"
 #include "loader_test_support.h"
 
 using namespace inflight;
@@ -293,6 +294,41 @@ TEST_CASE("gguf tensors of Q4_0 .. Q6_K round-trip, and each cut inside a block 
     CHECK_MESSAGE(test::contains(msg, "blk.0.ffn_down.weight"), msg);
     CHECK_MESSAGE(test::contains(msg, "multiple of its block size " + std::to_string(block_size(t))), msg);
     CHECK_THROWS_AS(w.add_tensor("bad", {cols - 16}, t, [](uint8_t*) {}), std::invalid_argument);
+  }
+}
+
+TEST_CASE("gguf a file of several read chunks is read byte for byte by the parallel read") {
+  // map_file reads 32 MiB chunks on the compute pool's threads: a 70 MiB tensor spans three chunks, its
+  // bytes a pattern no chunk could take for another's.
+  const int64_t n = int64_t(70) << 18;  // f32 values: 70 MiB
+  GgufWriter w = small_writer();
+  w.add_tensor("big", {n}, DType::F32, [n](uint8_t* dst) {
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t v = uint32_t(i) * 2654435761u;
+      std::memcpy(dst + 4 * i, &v, 4);
+    }
+  });
+  test::TempDir dir("gguf-chunks");
+  const std::string path = dir / "big.gguf";
+  w.write_file(path);
+  for (int threads : {1, 2, 3}) {
+    kernels::ThreadPool& pool = kernels::compute_pool();
+    const int saved = pool.num_threads();
+    pool.resize(threads);
+    const GgufFile g = GgufFile::open(path);
+    pool.resize(saved);
+    const engine::GgufTensorInfo* t = g.find_tensor("big");
+    REQUIRE(t != nullptr);
+    REQUIRE(t->nbytes == 4 * n);
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t v;
+      std::memcpy(&v, static_cast<const uint8_t*>(t->data) + 4 * i, 4);
+      wrong += v != uint32_t(i) * 2654435761u;
+    }
+    CHECK_MESSAGE(wrong == 0, threads << " threads");
+    REQUIRE(g.find_tensor("tensor_f32") != nullptr);
+    CHECK(g.find_tensor("tensor_f32")->nbytes == 64);
   }
 }
 

@@ -433,6 +433,40 @@ TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA p
   }
 }
 
+TEST_CASE("interleave_rows over the compute pool gives the same bytes for any number of threads, in place too") {
+  // Tasks of about 1 MiB of groups: 2.5 MiB of F16 (40 groups of 32 rows) and 2.1 MiB of Q8_0 (128 groups of
+  // 16) each take several.
+  const int64_t cols = 1024;
+  ThreadPool& pool = compute_pool();
+  const int saved = pool.num_threads();
+  for (const auto& [dtype, rows] : {std::pair{DType::F16, int64_t(1280)}, std::pair{DType::Q8_0, int64_t(2048)}}) {
+    CAPTURE(dtype_name(dtype));
+    const auto values = random_values(size_t(rows * cols), 91);
+    const TestWeights w = make_weights(dtype, values, rows, cols);
+    std::vector<uint8_t> one(w.bytes.size());
+    pool.resize(1);
+    interleave_rows(w.view(dtype, rows, cols), one.data());
+    for (int threads : {2, 3}) {
+      CAPTURE(threads);
+      pool.resize(threads);
+      std::vector<uint8_t> out(w.bytes.size());
+      interleave_rows(w.view(dtype, rows, cols), out.data());
+      CHECK(out == one);
+      std::vector<uint8_t> in_place = w.bytes;
+      interleave_rows(WeightMatrix{dtype, in_place.data(), rows, cols}, in_place.data());
+      CHECK(in_place == one);
+    }
+    pool.resize(saved);
+    std::vector<float> row(static_cast<size_t>(cols)), want(row.size());
+    const WeightMatrix plain = w.view(dtype, rows, cols), inter{dtype, one.data(), rows, cols, true};
+    for (int64_t r : {int64_t(0), rows / 2 + 5, rows - 1}) {
+      matrix_row(plain, r, want.data());
+      matrix_row(inter, r, row.data());
+      CHECK(std::memcmp(row.data(), want.data(), row.size() * 4) == 0);
+    }
+  }
+}
+
 TEST_CASE("a prefill's interleaved F16 / BF16 matmul, split into token slices over the pool, keeps every bit") {
   // 151 tokens: 3 slices of the compute pool's tasks (48, 48 and 55 tokens, the last with a ragged token
   // tile); the sub-batches start at tokens 5 and 13, so every token sits in another slot of its tile.
