@@ -453,56 +453,60 @@ bool interleaving_pays(const WeightMatrix& w) {
          cpu::active_isa() >= interleaved_isa(w.dtype);
 }
 
+// Row group g of plain matrix w, rearranged into its interleaved bytes at dst + g * (the group's bytes).
+// The group's plain rows and its interleaved bytes span the same bytes: the group is copied to `scratch`
+// (one group's bytes) first, so dst may be w.data.
+static void interleave_group(const WeightMatrix& w, int64_t g, uint8_t* scratch, uint8_t* dst) {
+  const int64_t rows_per_group = interleaved_group(w.dtype), row_bytes = kernels::row_bytes(w.dtype, w.cols);
+  std::memcpy(scratch, static_cast<const uint8_t*>(w.data) + g * rows_per_group * row_bytes,
+              size_t(rows_per_group * row_bytes));
+  uint8_t* to = dst + g * rows_per_group * row_bytes;
+  if (is_block_interleavable(w.dtype)) {  // block by block
+    const int bytes = block_bytes(w.dtype);
+    for (int64_t b = 0; b < w.cols / block_size(w.dtype); ++b) {
+      const uint8_t* blocks[cpu::kLegacyGroupRows];
+      for (int64_t i = 0; i < rows_per_group; ++i) blocks[i] = scratch + i * row_bytes + b * bytes;
+      group_from_blocks(w.dtype, blocks, to + b * rows_per_group * bytes);
+    }
+    return;
+  }
+  if (w.dtype != DType::Q8_0) {  // column by column, the group's 32 values of each
+    for (int64_t c = 0; c < w.cols; ++c)
+      for (int64_t i = 0; i < rows_per_group; ++i) std::memcpy(to + (c * rows_per_group + i) * 2, scratch + i * row_bytes + c * 2, 2);
+    return;
+  }
+  const int64_t num_blocks = w.cols / kQ8BlockSize;
+  for (int64_t b = 0; b < num_blocks; ++b) {
+    uint8_t* blk = to + b * kInterleavedBlockBytes;
+    for (int64_t i = 0; i < kInterleavedRows; ++i) {
+      const uint8_t* from = scratch + i * row_bytes + b * kQ8BlockBytes;
+      std::memcpy(blk + 2 * i, from, 2);
+      for (int k = 0; k < kQ8BlockSize; ++k)
+        blk[2 * kInterleavedRows + (k / 4) * 4 * kInterleavedRows + 4 * i + k % 4] = uint8_t(from[2 + k] ^ 0x80);
+    }
+  }
+}
+
 WeightMatrix interleave_rows(const WeightMatrix& w, void* out) {
   const int64_t rows_per_group = interleaved_group(w.dtype);
   if (rows_per_group == 0 || w.interleaved || w.rows % rows_per_group != 0)
     fail(__FILE__, __LINE__, "interleave_rows: needs a plain Q8_0 / Q4_0 / Q5_0 / K-quant / F16 / BF16 matrix of whole row groups", w.rows);
   const int64_t row_bytes = kernels::row_bytes(w.dtype, w.cols);
   auto* dst = static_cast<uint8_t*>(out);
-  // Group g's plain rows and its interleaved bytes span the same bytes: each group is copied out first, so
-  // `out` may be w.data. Groups are independent, so they go over the compute pool (a 2 GB file's matrices
-  // are rearranged at load time; one thread took about a second for TinyLlama f16).
+  // Groups are independent (each reads and writes only its own bytes), so they go over the compute pool in
+  // tasks of about 1 MiB: a 2 GB file's matrices are rearranged at load time, which took about a second on
+  // one thread for TinyLlama f16.
   struct Job {
     const WeightMatrix* w;
-    int64_t rows_per_group, row_bytes;
+    int64_t group_bytes;
     uint8_t* dst;
-  } job{&w, rows_per_group, row_bytes, dst};
-  const auto rearrange = [j = &job](int64_t g_begin, int64_t g_end) {  // one pointer: stored inline
-    const WeightMatrix& w = *j->w;
-    const int64_t rows_per_group = j->rows_per_group, row_bytes = j->row_bytes;
-    std::vector<uint8_t> group(size_t(rows_per_group * row_bytes));
-    for (int64_t g = g_begin; g < g_end; ++g) {
-      std::memcpy(group.data(), static_cast<const uint8_t*>(w.data) + g * rows_per_group * row_bytes, group.size());
-      uint8_t* to = j->dst + g * rows_per_group * row_bytes;
-      if (is_block_interleavable(w.dtype)) {  // block by block
-        const int bytes = block_bytes(w.dtype);
-        for (int64_t b = 0; b < w.cols / block_size(w.dtype); ++b) {
-          const uint8_t* blocks[cpu::kLegacyGroupRows];
-          for (int64_t i = 0; i < rows_per_group; ++i) blocks[i] = group.data() + i * row_bytes + b * bytes;
-          group_from_blocks(w.dtype, blocks, to + b * rows_per_group * bytes);
-        }
-        continue;
-      }
-      if (w.dtype != DType::Q8_0) {  // column by column, the group's 32 values of each
-        for (int64_t c = 0; c < w.cols; ++c)
-          for (int64_t i = 0; i < rows_per_group; ++i)
-            std::memcpy(to + (c * rows_per_group + i) * 2, group.data() + i * row_bytes + c * 2, 2);
-        continue;
-      }
-      const int64_t num_blocks = w.cols / kQ8BlockSize;
-      for (int64_t b = 0; b < num_blocks; ++b) {
-        uint8_t* blk = to + b * kInterleavedBlockBytes;
-        for (int64_t i = 0; i < kInterleavedRows; ++i) {
-          const uint8_t* from = group.data() + i * row_bytes + b * kQ8BlockBytes;
-          std::memcpy(blk + 2 * i, from, 2);
-          for (int k = 0; k < kQ8BlockSize; ++k)
-            blk[2 * kInterleavedRows + (k / 4) * 4 * kInterleavedRows + 4 * i + k % 4] = uint8_t(from[2 + k] ^ 0x80);
-        }
-      }
-    }
+  } job{&w, rows_per_group * row_bytes, dst};
+  const auto rearrange = [j = &job](int64_t begin, int64_t end) {  // one pointer: stored inline
+    std::vector<uint8_t> scratch(size_t(j->group_bytes));
+    for (int64_t g = begin; g < end; ++g) interleave_group(*j->w, g, scratch.data(), j->dst);
   };
   const int64_t num_groups = w.rows / rows_per_group;
-  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, rows_per_group * row_bytes));
+  const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 20) / std::max<int64_t>(1, job.group_bytes));
   if (num_groups <= grain) rearrange(0, num_groups);
   else compute_pool().parallel_for(num_groups, grain, rearrange);
   WeightMatrix m = w;
