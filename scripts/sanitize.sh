@@ -5,9 +5,10 @@
 # The kernels at -O1 (INFLIGHT_KERNEL_OPT: their tests run long sweeps), the test executables' own code at -O0,
 # line tables (-g1: file and line in every report). The rest: -O0 under ASan (its build of every target took
 # 603 s against 782 on 2 cores, its tests 363-390 s against 345), -O1 under TSan (three targets: -O0 saved 41 s
-# of build, and its tests ran 218 s against 135). No micro-benchmarks. Reports of every process (the tests and the `inflight serve` children they
-# start) are written to <build-dir>/sanitizer-logs; any report fails the script, as does a failing test. A
-# report is fixed, never silenced (a suppression only with a comment proving it false).
+# of build, and its tests ran 218 s against 135). No micro-benchmarks. Reports of every process (the tests and
+# the `inflight serve` children they start) are written to <build-dir>/sanitizer-logs; any report fails the
+# script, as does a failing test. A report is fixed, never silenced (a suppression only with a comment proving
+# it false).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 mode="${1:-}"

@@ -311,12 +311,11 @@ TEST_CASE("gguf a file of several read chunks is read byte for byte by the paral
   test::TempDir dir("gguf-chunks");
   const std::string path = dir / "big.gguf";
   w.write_file(path);
+  const int saved_threads = kernels::compute_pool().num_threads();
   for (int threads : {1, 2, 3}) {
-    kernels::ThreadPool& pool = kernels::compute_pool();
-    const int saved = pool.num_threads();
-    pool.resize(threads);
+    kernels::set_num_threads(threads);
     const GgufFile g = GgufFile::open(path);
-    pool.resize(saved);
+    kernels::set_num_threads(saved_threads);
     const engine::GgufTensorInfo* t = g.find_tensor("big");
     REQUIRE(t != nullptr);
     REQUIRE(t->nbytes == 4 * n);

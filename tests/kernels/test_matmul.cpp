@@ -437,18 +437,17 @@ TEST_CASE("interleave_rows over the compute pool gives the same bytes for any nu
   // Tasks of about 1 MiB of groups: 2.5 MiB of F16 (40 groups of 32 rows) and 2.1 MiB of Q8_0 (128 groups of
   // 16) each take several.
   const int64_t cols = 1024;
-  ThreadPool& pool = compute_pool();
-  const int saved = pool.num_threads();
+  const int saved_threads = compute_pool().num_threads();
   for (const auto& [dtype, rows] : {std::pair{DType::F16, int64_t(1280)}, std::pair{DType::Q8_0, int64_t(2048)}}) {
     CAPTURE(dtype_name(dtype));
     const auto values = random_values(size_t(rows * cols), 91);
     const TestWeights w = make_weights(dtype, values, rows, cols);
     std::vector<uint8_t> one(w.bytes.size());
-    pool.resize(1);
+    set_num_threads(1);
     interleave_rows(w.view(dtype, rows, cols), one.data());
     for (int threads : {2, 3}) {
       CAPTURE(threads);
-      pool.resize(threads);
+      set_num_threads(threads);
       std::vector<uint8_t> out(w.bytes.size());
       interleave_rows(w.view(dtype, rows, cols), out.data());
       CHECK(out == one);
@@ -456,7 +455,7 @@ TEST_CASE("interleave_rows over the compute pool gives the same bytes for any nu
       interleave_rows(WeightMatrix{dtype, in_place.data(), rows, cols}, in_place.data());
       CHECK(in_place == one);
     }
-    pool.resize(saved);
+    set_num_threads(saved_threads);
     std::vector<float> row(static_cast<size_t>(cols)), want(row.size());
     const WeightMatrix plain = w.view(dtype, rows, cols), inter{dtype, one.data(), rows, cols, true};
     for (int64_t r : {int64_t(0), rows / 2 + 5, rows - 1}) {
