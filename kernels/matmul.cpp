@@ -375,6 +375,7 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     a.num_tokens = num_tokens;
     a.interleaved = w.interleaved;
     a.stream_to_l2 = cpu::stream_prefetch_to_l2();
+    a.half_tiles = cpu::prefill_half_tiles();
     if (w.interleaved && (interleaved_group(w.dtype) == 0 || w.rows % interleaved_group(w.dtype) != 0))
       fail(__FILE__, __LINE__, "matmul: an interleaved matrix must be Q8_0 / Q4_0 / Q5_0 / K-quant / F16 / BF16 with whole row groups", w.rows);
     job.rows_fn[i] = rows_fn(cpu::active_isa(), w.dtype, w.interleaved);

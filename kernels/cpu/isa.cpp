@@ -97,4 +97,15 @@ bool stream_prefetch_to_l2() {
   return intel;
 }
 
+namespace {
+std::atomic<bool>& half_tiles() {
+  static std::atomic<bool> on{__builtin_cpu_is("intel") != 0};
+  return on;
+}
+}  // namespace
+
+bool prefill_half_tiles() { return half_tiles().load(std::memory_order_relaxed); }
+
+void set_prefill_half_tiles(bool on) { half_tiles().store(on, std::memory_order_relaxed); }
+
 }  // namespace inflight::kernels::cpu

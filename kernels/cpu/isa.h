@@ -32,4 +32,11 @@ bool set_active_isa(Isa isa);
 // true on Intel CPUs, whose L1 fill buffers cap the lines in flight (see kernels/cpu/matmul_tiling.h).
 bool stream_prefetch_to_l2();
 
+// Whether the AVX-512 F16 / BF16 interleaved prefill runs 16-row x 24-token half tiles (MatmulArgs::half_tiles):
+// true on Intel CPUs, whose widening takes FMA-port uops; elsewhere 32 x 12 tiles that prefetch ahead into L1
+// (see HalfGroupKernel in kernels/cpu/matmul_avx512.cpp). Both give the same bits.
+bool prefill_half_tiles();
+// Overrides prefill_half_tiles() (tests, benchmarks). Must not be called while kernels run on other threads.
+void set_prefill_half_tiles(bool on);
+
 }  // namespace inflight::kernels::cpu

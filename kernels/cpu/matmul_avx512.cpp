@@ -117,11 +117,19 @@ struct Avx512Kernel {
 // output is one f32 lane summed over c in increasing order with one rounding per step -- the scalar
 // kernel's std::fma chain, for any T -- and lands with 15 others in one store (no horizontal sums). The
 // group streams as one run of lines; the weights are widened once per token tile, not once per 4 tokens.
+// A prefill (x packed, MatmulArgs::xt) runs these 32 x 12 tiles with Ahead on AMD, 16 x 24 half tiles on
+// Intel (MatmulArgs::half_tiles; see half_tile).
 template <DType D>
 struct HalfGroupKernel {
   static constexpr int kGroup = 32;
   static constexpr int kTokenTile = int(kHalfTokenTile);  // 24 accumulators, 2 weight vectors, a broadcast
   static constexpr int kDecodePrefetchBytes = 4096;  // 64 lines ahead (1 KiB fell short; 2-8 KiB alike)
+  // With Ahead, each column asks for the weight line and the x floats this many columns on, into L1. A
+  // group's lines and a token tile's x come from L2 (or further), and the hardware prefetchers alone left
+  // the tile waiting: Zen 5, bench_matmul f16i t512, 2 threads, medians of 5 alternating runs: 2048x2048
+  // 1.03x, 5632x2048 1.05x, 576x1536 1.04x (32 columns ahead: 1.01-1.04x; 128: as 64; weights only: none).
+  // The same tile with its data in L1 reaches 93-96 % of fma_peak.
+  static constexpr int64_t kAheadColumns = 64;
 
   // Group g's columns: [cols, 32] of D, column c's line at group_at(a, g) + c * 2 * kGroup.
   static const uint8_t* group_at(const MatmulArgs& a, int64_t g) { return a.w + g * a.cols * 2 * kGroup; }
@@ -132,7 +140,7 @@ struct HalfGroupKernel {
     else return widen_bf16(h);
   }
 
-  template <int T>
+  template <int T, bool Ahead = false>
   static void tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     const int64_t cols = a.cols;
     const uint8_t* w = group_at(a, g);
@@ -146,6 +154,10 @@ struct HalfGroupKernel {
       // this loop alone on 2 threads: 12.7 -> 18.6 GB/s, as fast as 4 interleaved groups; see bench/RESULTS.md).
       if constexpr (T == 1)
         _mm_prefetch(reinterpret_cast<const char*>(w + c * 2 * kGroup) + kDecodePrefetchBytes, _MM_HINT_T0);
+      if constexpr (Ahead) {
+        _mm_prefetch(reinterpret_cast<const char*>(w + (c + kAheadColumns) * 2 * kGroup), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(x + (c + kAheadColumns) * T), _MM_HINT_T0);
+      }
       const __m512 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 32);
 #pragma GCC unroll 12
       for (int t = 0; t < T; ++t) {
@@ -192,7 +204,11 @@ struct HalfGroupKernel {
   // Half h (rows 16h .. 16h + 15) of group g against the two packed token tiles at t0: 24 accumulators,
   // one weight vector, a broadcast. Per column one widening feeds 24 FMAs instead of 12 (Intel: the widening
   // takes 2 FMA-port uops; the tile loop alone, one thread, hot: 1.11-1.14x the 32 x 12 tile). The same
-  // lane chains, so the same bits.
+  // lane chains, so the same bits. On Zen 5 the 24 broadcasts a column cost more than the second widening:
+  // bench_matmul f16i t512, 2 threads, 3 alternating runs, the 32 x 12 tile without prefetches 0.97-1.07x
+  // (2048x2048), 1.07-1.09x (5632x2048), 1.03-1.08x (576x1536) the half tiles; with Ahead, medians of 5
+  // alternating runs, 1.07x, 1.13x, 1.06x (2048x5632), 1.15x (576x576), 1.12x (3072x576), 1.13x, at 80-92 %
+  // of fma_peak. The half tiles with the same prefetches were no faster.
   // With Prefetch, the pass also asks for the line of each column of the group at `next` (into L2, one line
   // per column): a prefill reads a group's weights from DRAM in its first pass and from L2 in the three or
   // more after, and the hardware prefetchers alone left that first pass waiting (Intel host, 2 threads:
@@ -232,28 +248,37 @@ struct HalfGroupKernel {
       prefetch_ahead(a, r0, kGroup, row_begin, row_end);
       const int64_t g = r0 / kGroup;
       int64_t t0 = 0;
-      // Above kPrefetchMaxTokens (where prefetch_ahead stops), the group's first pass asks for the next one.
-      const bool ask_next = a.num_tokens > kPrefetchMaxTokens && r0 + 2 * kGroup <= row_end;
-      for (; a.xt != nullptr && t0 + 2 * kTokenTile <= a.num_tokens; t0 += 2 * kTokenTile) {
-        if (t0 == 0 && ask_next) half_tile<true>(a, g, 0, t0, group_at(a, g + 1));
-        else half_tile<false>(a, g, 0, t0, nullptr);
-        half_tile<false>(a, g, 1, t0, nullptr);
+      if (a.xt != nullptr && a.half_tiles) {
+        // Above kPrefetchMaxTokens (where prefetch_ahead stops), the group's first pass asks for the next one.
+        const bool ask_next = a.num_tokens > kPrefetchMaxTokens && r0 + 2 * kGroup <= row_end;
+        for (; t0 + 2 * kTokenTile <= a.num_tokens; t0 += 2 * kTokenTile) {
+          if (t0 == 0 && ask_next) half_tile<true>(a, g, 0, t0, group_at(a, g + 1));
+          else half_tile<false>(a, g, 0, t0, nullptr);
+          half_tile<false>(a, g, 1, t0, nullptr);
+        }
       }
-      for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile>(a, g, t0);
-      switch (a.num_tokens - t0) {
-        case 0: break;
-        case 1: tile<1>(a, g, t0); break;
-        case 2: tile<2>(a, g, t0); break;
-        case 3: tile<3>(a, g, t0); break;
-        case 4: tile<4>(a, g, t0); break;
-        case 5: tile<5>(a, g, t0); break;
-        case 6: tile<6>(a, g, t0); break;
-        case 7: tile<7>(a, g, t0); break;
-        case 8: tile<8>(a, g, t0); break;
-        case 9: tile<9>(a, g, t0); break;
-        case 10: tile<10>(a, g, t0); break;
-        default: tile<11>(a, g, t0); break;
-      }
+      if (a.xt != nullptr && !a.half_tiles) tiles<true>(a, g, t0);
+      else tiles<false>(a, g, t0);
+    }
+  }
+
+  // Group g against tokens [t0, num_tokens): 12-token tiles, then the ragged rest.
+  template <bool Ahead>
+  static void tiles(const MatmulArgs& a, int64_t g, int64_t t0) {
+    for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile, Ahead>(a, g, t0);
+    switch (a.num_tokens - t0) {
+      case 0: break;
+      case 1: tile<1>(a, g, t0); break;
+      case 2: tile<2, Ahead>(a, g, t0); break;
+      case 3: tile<3, Ahead>(a, g, t0); break;
+      case 4: tile<4, Ahead>(a, g, t0); break;
+      case 5: tile<5, Ahead>(a, g, t0); break;
+      case 6: tile<6, Ahead>(a, g, t0); break;
+      case 7: tile<7, Ahead>(a, g, t0); break;
+      case 8: tile<8, Ahead>(a, g, t0); break;
+      case 9: tile<9, Ahead>(a, g, t0); break;
+      case 10: tile<10, Ahead>(a, g, t0); break;
+      default: tile<11, Ahead>(a, g, t0); break;
     }
   }
 };

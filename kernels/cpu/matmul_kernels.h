@@ -40,6 +40,7 @@ struct MatmulArgs {
   bool interleaved = false;
   const int32_t* xc = nullptr;
   bool stream_to_l2 = false;  // whether decode streams prefetch into L2, cpu::stream_prefetch_to_l2()
+  bool half_tiles = false;    // AVX-512 F16 / BF16 interleaved prefill tiling, cpu::prefill_half_tiles()
   // F16 / BF16 interleaved, num_tokens > 1: x packed by token tiles of kHalfTokenTile (pack_token_tiles), so
   // a tile's x[t, c] for all its t are adjacent: tile k's n tokens (n = min(kHalfTokenTile, num_tokens -
   // k kHalfTokenTile)) as [cols, n] at xt + k kHalfTokenTile cols. (x's own rows lie cols apart, and at

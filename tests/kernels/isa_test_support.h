@@ -25,4 +25,10 @@ struct IsaGuard {
   ~IsaGuard() { kernels::cpu::set_active_isa(saved); }
 };
 
+// Restores kernels::cpu::prefill_half_tiles() at scope exit.
+struct HalfTilesGuard {
+  bool saved = kernels::cpu::prefill_half_tiles();
+  ~HalfTilesGuard() { kernels::cpu::set_prefill_half_tiles(saved); }
+};
+
 }  // namespace inflight::test

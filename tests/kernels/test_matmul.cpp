@@ -400,6 +400,7 @@ TEST_CASE("interleaved Q8_0 in a group with plain matrices gives each matrix's b
 
 TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA per step, under every ISA") {
   test::IsaGuard restore;
+  test::HalfTilesGuard restore_tiles;
   const int64_t num_tokens = 29;  // token tiles of 12 plus a ragged tail
   for (DType dtype : {DType::F16, DType::BF16}) {
     for (int64_t cols : {1, 17, 64, 576}) {
@@ -417,7 +418,11 @@ TEST_CASE("interleaved F16 / BF16 sum each output in column order with one FMA p
       for (Isa isa : test::supported_isas()) {
         CAPTURE(cpu::isa_name(isa));
         REQUIRE(cpu::set_active_isa(isa));
-        check_every_batch(inter, x, want, num_tokens);
+        for (bool half_tiles : {true, false}) {  // AVX-512 prefill: Intel's and AMD's tiling
+          CAPTURE(half_tiles);
+          cpu::set_prefill_half_tiles(half_tiles);
+          check_every_batch(inter, x, want, num_tokens);
+        }
       }
       // Rows read back from the interleaved layout are the plain rows; interleaving in place gives the
       // same bytes as into a second buffer.
@@ -470,6 +475,7 @@ TEST_CASE("a prefill's interleaved F16 / BF16 matmul, split into token slices ov
   // 151 tokens: 3 slices of the compute pool's tasks (48, 48 and 55 tokens, the last with a ragged token
   // tile); the sub-batches start at tokens 5 and 13, so every token sits in another slot of its tile.
   test::IsaGuard restore;
+  test::HalfTilesGuard restore_tiles;
   const int64_t num_tokens = 151, rows = 96, cols = 200;
   for (DType dtype : {DType::F16, DType::BF16}) {
     CAPTURE(dtype_name(dtype));
@@ -483,7 +489,11 @@ TEST_CASE("a prefill's interleaved F16 / BF16 matmul, split into token slices ov
     for (Isa isa : test::supported_isas()) {
       CAPTURE(cpu::isa_name(isa));
       REQUIRE(cpu::set_active_isa(isa));
-      check_every_batch(inter, x, want, num_tokens);
+      for (bool half_tiles : {true, false}) {
+        CAPTURE(half_tiles);
+        cpu::set_prefill_half_tiles(half_tiles);
+        check_every_batch(inter, x, want, num_tokens);
+      }
     }
   }
 }
