@@ -7,9 +7,9 @@
 //
 //   ./bench_matmul                                   # active ISA = best detected, all threads
 //   INFLIGHT_ISA=avx2 ./bench_matmul --benchmark_filter='t1$'
-//   INFLIGHT_BENCH_HALF_TILES=1 ./bench_matmul --benchmark_filter='f16i/.*/t512'  # AVX-512 prefill tiling
+//   INFLIGHT_PREFILL_HALF_TILES=1 ./bench_matmul --benchmark_filter='f16i/.*/t512'  # AVX-512 prefill tiling
 //
-// INFLIGHT_BENCH_HALF_TILES=1 (or 0) picks the AVX-512 F16 / BF16 interleaved prefill's 16 x 24 half tiles (or
+// INFLIGHT_PREFILL_HALF_TILES=1 (or 0) picks the AVX-512 F16 / BF16 interleaved prefill's 16 x 24 half tiles (or
 // its 32 x 12 tiles) whatever the CPU's vendor (kernels::cpu::prefill_half_tiles), to compare the two on one host.
 //
 // Weights are cycled over enough copies to exceed the last-level cache, so every case reads them from DRAM,
@@ -319,7 +319,7 @@ const bool registered = register_all();
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (const char* half = std::getenv("INFLIGHT_BENCH_HALF_TILES"); half != nullptr && *half != '\0')
+  if (const char* half = std::getenv("INFLIGHT_PREFILL_HALF_TILES"); half != nullptr && *half != '\0')
     inflight::kernels::cpu::set_prefill_half_tiles(std::strcmp(half, "0") != 0);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

@@ -129,7 +129,8 @@ struct HalfGroupKernel {
   // the tile waiting: Zen 5, bench_matmul f16i t512, 2 threads, medians of 5 alternating runs: 2048x2048
   // 1.03x, 5632x2048 1.05x, 576x1536 1.04x (32 columns ahead: 0.99-1.04x; 128: as 64; x alone: slower).
   // The same tile with its data in L1 reaches 93-96 % of fma_peak. Batches of 8 to 64 tokens take these
-  // tiles too (their tokens are packed as well): t8 1.08-1.16x, t32 1.27-1.36x the tiles without Ahead.
+  // tiles too (their tokens are packed as well): t8 1.08-1.16x, t32 1.32-1.36x, t64 1.10-1.13x the half tiles
+  // and tiles without Ahead (medians of 3 alternating runs).
   static constexpr int64_t kAheadColumns = 64;
 
   // Group g's columns: [cols, 32] of D, column c's line at group_at(a, g) + c * 2 * kGroup.
