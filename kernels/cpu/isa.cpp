@@ -92,17 +92,25 @@ bool set_active_isa(Isa isa) {
   return true;
 }
 
-bool stream_prefetch_to_l2() {
-  static const bool intel = __builtin_cpu_is("intel");
+namespace {
+
+// The vendor whose cores the Intel-measured choices below (stream_prefetch_to_l2, prefill_half_tiles) follow.
+bool is_intel() {
+  static const bool intel = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_is("intel") != 0;
+  }();
   return intel;
 }
 
-namespace {
 std::atomic<bool>& half_tiles() {
-  static std::atomic<bool> on{__builtin_cpu_is("intel") != 0};
+  static std::atomic<bool> on{is_intel()};
   return on;
 }
+
 }  // namespace
+
+bool stream_prefetch_to_l2() { return is_intel(); }
 
 bool prefill_half_tiles() { return half_tiles().load(std::memory_order_relaxed); }
 
