@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/ops.h"
+
 namespace inflight::engine {
 
 std::string validate(const SamplingParams& p) {
@@ -58,7 +60,7 @@ int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt
   apply_penalties(params_, logits, prompt_ids, output_ids, counts_);
   const int32_t vocab = int32_t(logits.size());
   if (params_.temperature == 0.0f) {
-    return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());  // first maximal index
+    return int32_t(kernels::argmax(logits.data(), vocab));  // first maximal index
   }
 
   // Candidates sorted by (logit desc, id asc): deterministic under ties.

@@ -4,6 +4,8 @@
 #include "kernels/ops.h"
 
 #include <immintrin.h>
+// GCC 12's AVX-512 intrinsics start from an uninitialised __Y (_mm512_undefined_ps) and warn about it.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #include <algorithm>
 #include <bit>
@@ -189,9 +191,49 @@ constexpr float kExpPoly[6] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e
 }
 void silu_mul_row_baseline(const float* g, const float* u, float* o, int64_t dim) { silu_mul_row(g, u, o, dim); }
 
+// argmax: the largest value by a vector max (a NaN lane of x keeps the running max, as operator< passes NaNs
+// over), then the first index holding it (-0 and +0 are equal there, as they are to operator<). x[0] NaN:
+// std::max_element keeps index 0.
+[[gnu::target("avx512f")]] int64_t argmax_avx512(const float* x, int64_t n) {
+  if (n < 16 || std::isnan(x[0])) return std::max_element(x, x + n) - x;
+  __m512 m = _mm512_set1_ps(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+  float best = _mm512_reduce_max_ps(m);
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  const __m512 b = _mm512_set1_ps(best);
+  for (i = 0; i + 16 <= n; i += 16)
+    if (const __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), b, _CMP_EQ_OQ)) return i + __builtin_ctz(eq);
+  while (x[i] != best) ++i;
+  return i;
+}
+[[gnu::target("avx2")]] int64_t argmax_avx2(const float* x, int64_t n) {
+  if (n < 8 || std::isnan(x[0])) return std::max_element(x, x + n) - x;
+  __m256 m = _mm256_set1_ps(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, m);
+  float best = lanes[0];
+  for (int l = 1; l < 8; ++l) best = lanes[l] > best ? lanes[l] : best;
+  for (; i < n; ++i) best = x[i] > best ? x[i] : best;
+  const __m256 b = _mm256_set1_ps(best);
+  for (i = 0; i + 8 <= n; i += 8)
+    if (const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_EQ_OQ))) return i + __builtin_ctz(eq);
+  while (x[i] != best) ++i;
+  return i;
+}
+
 }  // namespace
 
 float exp_approx(float x) { return exp_inline(x); }
+
+int64_t argmax(const float* x, int64_t n) {
+  const cpu::Isa isa = cpu::active_isa();
+  if (isa >= cpu::Isa::Avx512) return argmax_avx512(x, n);
+  if (isa == cpu::Isa::Avx2) return argmax_avx2(x, n);
+  return std::max_element(x, x + n) - x;
+}
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t num_tokens, int64_t dim) {
   const cpu::Isa isa = cpu::active_isa();

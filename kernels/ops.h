@@ -93,6 +93,10 @@ void add_bias(float* x, const float* bias, int64_t num_tokens, int64_t dim);
 // x[i] += y[i] for i < n.
 void add_inplace(float* x, const float* y, int64_t n);
 
+// The index std::max_element(x, x + n) gives (operator<): the first of the largest values, NaNs passed
+// over unless x[0] is one (then 0). n >= 1. Vectorised per ISA: the greedy sampler's whole cost.
+int64_t argmax(const float* x, int64_t n);
+
 // In-place softmax over x[0, n) with max subtraction.
 void softmax(float* x, int64_t n);
 

@@ -265,3 +265,41 @@ TEST_CASE("silu_mul and add_inplace") {
   add_inplace(x.data(), y.data(), 37);
   for (size_t i = 0; i < x.size(); ++i) CHECK(x[i] == x0[i] + y[i]);
 }
+
+TEST_CASE("argmax is std::max_element's index under every ISA: ties, NaNs, infinities, signed zeros") {
+  inflight::test::IsaGuard restore;
+  const float nan = std::nanf(""), inf = __builtin_inff();
+  std::mt19937 rng(12);
+  std::vector<std::vector<float>> cases;
+  for (int64_t n : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 49152}) {
+    auto v = random_values(size_t(n), uint32_t(n));
+    for (float& f : v) f = std::round(f * 4.0f) / 4.0f;  // few distinct values: many ties
+    cases.push_back(v);
+    auto top_at_end = v;  // the maximum only in the scalar tail
+    top_at_end.back() = 9.0f;
+    cases.push_back(top_at_end);
+    auto with_nans = v;  // NaNs anywhere but first are passed over, even where they are most of the row
+    for (size_t i = 1; i < with_nans.size(); ++i)
+      if (rng() % 3 != 0) with_nans[i] = nan;
+    cases.push_back(with_nans);
+    auto nan_first = v;  // a NaN at 0 is kept
+    nan_first[0] = nan;
+    cases.push_back(nan_first);
+    cases.push_back(std::vector<float>(size_t(n), -inf));
+    auto zeros = std::vector<float>(size_t(n), -1.0f);  // -0 and +0 tie
+    zeros[size_t(n) / 2] = 0.0f;
+    zeros[size_t(n) / 3] = -0.0f;
+    cases.push_back(zeros);
+    auto top_inf = v;
+    top_inf[size_t(n) * 2 / 3] = inf;
+    cases.push_back(top_inf);
+  }
+  for (cpu::Isa isa : inflight::test::supported_isas()) {
+    CAPTURE(cpu::isa_name(isa));
+    REQUIRE(cpu::set_active_isa(isa));
+    for (const auto& v : cases) {
+      CAPTURE(v.size());
+      CHECK(argmax(v.data(), int64_t(v.size())) == std::max_element(v.begin(), v.end()) - v.begin());
+    }
+  }
+}
