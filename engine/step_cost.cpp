@@ -139,6 +139,7 @@ void StepCostModel::observe(const StepShape& shape, double ms) {
   const Sample s{{1.0, double(shape.num_prefill_tokens), double(shape.num_decode_seqs), shape.attention_kpairs}, ms};
   std::vector<Sample>& ring = shape.num_prefill_tokens > 0 ? with_prefill_ : decode_only_;
   size_t& next = shape.num_prefill_tokens > 0 ? next_with_prefill_ : next_decode_only_;
+  const bool first_of_kind = ring.empty();
   if (int(ring.size()) < window_) {
     ring.push_back(s);
   } else {
@@ -146,7 +147,7 @@ void StepCostModel::observe(const StepShape& shape, double ms) {
     next = (next + 1) % ring.size();
   }
   ++num_observed_;
-  refit();
+  if (num_observed_ <= window_ || first_of_kind || num_observed_ % kRefitEvery == 0) refit();
 }
 
 void StepCostModel::refit() {

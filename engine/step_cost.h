@@ -50,7 +50,9 @@ StepCost parse_step_cost(const std::string& text);
 
 // Learns StepCost from (shape, measured ms) pairs. Steps with and without prompt tokens are kept in two
 // windows of the most recent `window` each, so a long run of decode-only steps does not forget what a
-// prompt token costs. Each observe() refits: iteratively reweighted least squares with Huber weights
+// prompt token costs. observe() refits after each of the first `window` steps, after the first step of either
+// kind, and after every kRefitEvery-th step from then on (a fit takes tens of microseconds: a few percent of
+// a small model's decode step). The fit: iteratively reweighted least squares with Huber weights
 // (outliers such as a step preempted by another process count little), a small ridge term, and
 // non-negative coefficients. Until a step with prompt tokens is seen, a prompt token is assumed to cost
 // what a decoding sequence does (both are one row of every matrix product), and the reverse.
@@ -64,6 +66,7 @@ class StepCostModel {
 
  private:
   static constexpr int kNumFeatures = 4;  // 1, prefill tokens, decode seqs, attention kpairs
+  static constexpr int64_t kRefitEvery = 8;
   struct Sample {
     std::array<double, kNumFeatures> x;
     double ms = 0;

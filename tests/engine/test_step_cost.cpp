@@ -110,6 +110,21 @@ TEST_SUITE("step cost") {
     CHECK(a.cost().attention_kpair_ms == b.cost().attention_kpair_ms);
   }
 
+  TEST_CASE("past its window the estimator refits every 8th step, and at once for the first step of a kind") {
+    StepCostModel model(16);
+    for (int i = 0; i < 16; ++i) model.observe({0, 1 + i % 4, 0.0}, 2.0 + 1.0 * (1 + i % 4));
+    const StepCost before = model.cost();
+    for (int i = 0; i < 7; ++i) {  // observations 17 .. 23: no refit
+      model.observe({0, 1 + i % 4, 0.0}, 4.0 + 2.0 * (1 + i % 4));
+      CHECK(model.cost().decode_seq_ms == before.decode_seq_ms);
+    }
+    model.observe({0, 2, 0.0}, 8.0);  // the 24th
+    CHECK(model.cost().decode_seq_ms > before.decode_seq_ms);
+    const double decode_seq_ms = model.cost().decode_seq_ms;
+    model.observe({50, 2, 1.0}, 30.0);  // the first prompt chunk refits, though it is the 25th
+    CHECK(model.cost().prefill_token_ms != decode_seq_ms);
+  }
+
   TEST_CASE("before any prompt chunk is measured, a prompt token costs what a decoding sequence does") {
     StepCostModel model;
     CHECK(!model.cost().known());
