@@ -409,11 +409,13 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
   const Request& req = r->request;
   const int vocab = model_.config().vocab_size;
   const int32_t eos = model_.config().eos_id;
-  std::vector<float> l(logits, logits + vocab);
-  // Before min_tokens, the end tokens cannot be chosen.
+  std::span<const float> l(logits, size_t(vocab));
+  // Before min_tokens, the end tokens cannot be chosen (in a copy: the row may serve other samples).
   if (seq->num_generated() < req.stop.min_tokens) {
-    if (!req.stop.ignore_eos && eos >= 0 && eos < vocab) l[size_t(eos)] = -INFINITY;
-    for (int32_t id : req.stop.stop_token_ids) l[size_t(id)] = -INFINITY;
+    masked_row_.assign(logits, logits + vocab);
+    if (!req.stop.ignore_eos && eos >= 0 && eos < vocab) masked_row_[size_t(eos)] = -INFINITY;
+    for (int32_t id : req.stop.stop_token_ids) masked_row_[size_t(id)] = -INFINITY;
+    l = masked_row_;
   }
   std::span<const int32_t> prompt(seq->tokens.data(), size_t(r->num_prompt()));
   std::span<const int32_t> output(seq->tokens.data() + r->num_prompt(), size_t(seq->num_generated()));

@@ -136,6 +136,7 @@ class Engine {
   // Owned by the engine thread.
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::vector<float> logits_;  // [rows, vocab]
+  std::vector<float> masked_row_;  // [vocab]: a logits row with the end tokens masked (before min_tokens)
   uint64_t next_arrival_ = 0;
 
   // Shared with submitters.

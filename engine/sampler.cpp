@@ -55,9 +55,14 @@ Sampler::Sampler(const SamplingParams& params) : params_(params) {
   }
 }
 
-int32_t Sampler::sample(std::span<float> logits, std::span<const int32_t> prompt_ids,
+int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt_ids,
                         std::span<const int32_t> output_ids) {
-  apply_penalties(params_, logits, prompt_ids, output_ids, counts_);
+  const SamplingParams& p = params_;
+  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+    penalized_.assign(logits.begin(), logits.end());
+    apply_penalties(p, penalized_, prompt_ids, output_ids, counts_);
+    logits = penalized_;
+  }
   const int32_t vocab = int32_t(logits.size());
   if (params_.temperature == 0.0f) {
     return int32_t(kernels::argmax(logits.data(), vocab));  // first maximal index

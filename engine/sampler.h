@@ -27,8 +27,9 @@ class Sampler {
  public:
   explicit Sampler(const SamplingParams& params);
 
-  // Picks the next token from `logits` ([vocab], modified in place by penalties and temperature).
-  int32_t sample(std::span<float> logits, std::span<const int32_t> prompt_ids, std::span<const int32_t> output_ids);
+  // Picks the next token from `logits` ([vocab]; penalties apply to a copy, so a row may serve several samplers).
+  int32_t sample(std::span<const float> logits, std::span<const int32_t> prompt_ids,
+                 std::span<const int32_t> output_ids);
 
   const SamplingParams& params() const { return params_; }
 
@@ -36,6 +37,7 @@ class Sampler {
   SamplingParams params_;
   std::mt19937_64 rng_;
   std::vector<int32_t> counts_;            // [vocab] scratch: occurrences in the output
+  std::vector<float> penalized_;           // [vocab] scratch: the logits with the penalties applied
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
 };
 

@@ -74,6 +74,19 @@ TEST_SUITE("sampler") {
     CHECK(l == std::vector<float>{1.0f - 0.5f - 0.5f, 1.0f - 0.5f - 0.25f, 1.0f, 1.0f});
   }
 
+  TEST_CASE("a sampler's penalties steer its pick but leave the row it was given as it was") {
+    const std::vector<float> row{2.0f, 1.9f, 0.5f, -1.0f};
+    Sampler plain({.temperature = 0.0f});
+    Sampler penalized({.temperature = 0.0f, .repetition_penalty = 2.0f});
+    const std::vector<int32_t> prompt{0};
+    CHECK(penalized.sample(row, prompt, {}) == 1);  // token 0's logit halves to 1.0
+    CHECK(row == std::vector<float>{2.0f, 1.9f, 0.5f, -1.0f});
+    CHECK(plain.sample(row, prompt, {}) == 0);  // the same row serves the next sampler unchanged
+    Sampler frequency({.temperature = 0.0f, .frequency_penalty = 0.2f});
+    CHECK(frequency.sample(row, {}, std::vector<int32_t>{0}) == 1);
+    CHECK(row[0] == 2.0f);
+  }
+
   TEST_CASE("validation names the field") {
     CHECK(validate(SamplingParams{}).empty());
     CHECK(validate(SamplingParams{.temperature = -1.0f}).find("temperature") != std::string::npos);
