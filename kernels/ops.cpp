@@ -218,8 +218,10 @@ void silu_mul_row_baseline(const float* g, const float* u, float* o, int64_t dim
   for (int l = 1; l < 8; ++l) best = lanes[l] > best ? lanes[l] : best;
   for (; i < n; ++i) best = x[i] > best ? x[i] : best;
   const __m256 b = _mm256_set1_ps(best);
-  for (i = 0; i + 8 <= n; i += 8)
-    if (const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_EQ_OQ))) return i + __builtin_ctz(eq);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), b, _CMP_EQ_OQ));
+    if (eq != 0) return i + __builtin_ctz(unsigned(eq));
+  }
   while (x[i] != best) ++i;
   return i;
 }
