@@ -16,7 +16,7 @@ struct ServerConfig {
   std::string api_key;                 // empty: no authentication
   int max_num_seqs = 64;               // sequences in one engine step
   int max_num_batched_tokens = 2048;   // tokens in one engine step
-  double max_step_ms = 150;            // target step time while sequences decode (prompt chunks cut to fit); 0: off
+  double max_step_ms = 60;             // target step time while sequences decode (prompt chunks cut to fit); 0: off
   std::string prefill_order = "short-first";  // which prompts a step prefills first: fcfs or short-first
   int max_model_len = 0;               // prompt + generated tokens per sequence; 0: the model's context
   int max_queue = 1024;                // requests waiting to start; beyond it: 429 with Retry-After
