@@ -57,10 +57,9 @@ Sampler::Sampler(const SamplingParams& params) : params_(params) {
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> prompt_ids,
                         std::span<const int32_t> output_ids) {
-  const SamplingParams& p = params_;
-  if (p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f) {
+  if (has_penalties(params_)) {
     penalized_.assign(logits.begin(), logits.end());
-    apply_penalties(p, penalized_, prompt_ids, output_ids, counts_);
+    apply_penalties(params_, penalized_, prompt_ids, output_ids, counts_);
     logits = penalized_;
   }
   const int32_t vocab = int32_t(logits.size());

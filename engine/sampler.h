@@ -41,6 +41,11 @@ class Sampler {
   std::vector<std::pair<float, int32_t>> candidates_;  // scratch
 };
 
+// Whether `p` sets a penalty: the logits apply_penalties() would change.
+inline bool has_penalties(const SamplingParams& p) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f || p.frequency_penalty != 0.0f;
+}
+
 // Applies the penalties of `p` to logits in place (exposed for tests).
 void apply_penalties(const SamplingParams& p, std::span<float> logits, std::span<const int32_t> prompt_ids,
                      std::span<const int32_t> output_ids, std::vector<int32_t>& counts_scratch);
