@@ -1,5 +1,6 @@
 #include "engine/batch.h"
 
+#include <algorithm>
 #include <cstddef>
 
 namespace inflight::engine {
@@ -26,6 +27,27 @@ void ScheduledBatch::add_sequence(const int32_t* tokens, int num_new, int past, 
     max_blocks_per_seq = num_blocks;
   }
   for (int b = 0; b < max_blocks_per_seq; ++b) block_tables.push_back(b < num_blocks ? blocks[b] : -1);
+}
+
+ScheduledBatch ScheduledBatch::token_range(int begin, int end) const {
+  ScheduledBatch part;
+  part.token_ids.assign(token_ids.begin() + begin, token_ids.begin() + end);
+  part.positions.assign(positions.begin() + begin, positions.begin() + end);
+  part.slot_mapping.assign(slot_mapping.begin() + begin, slot_mapping.begin() + end);
+  part.max_blocks_per_seq = max_blocks_per_seq;
+  part.q_start.push_back(0);
+  for (int s = 0; s < num_seqs(); ++s) {
+    const int lo = std::max(q_start[std::size_t(s)], begin), hi = std::min(q_start[std::size_t(s) + 1], end);
+    if (lo >= hi) continue;
+    part.q_start.push_back(hi - begin);
+    part.past_len.push_back(past_len[std::size_t(s)] + (lo - q_start[std::size_t(s)]));
+    const auto row = block_tables.begin() + std::ptrdiff_t(s) * max_blocks_per_seq;
+    part.block_tables.insert(part.block_tables.end(), row, row + max_blocks_per_seq);
+    if (s < num_context_seqs) ++part.num_context_seqs;
+  }
+  for (int32_t r : logits_rows)
+    if (r >= begin && r < end) part.logits_rows.push_back(r - begin);
+  return part;
 }
 
 }  // namespace inflight::engine

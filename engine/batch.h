@@ -32,6 +32,11 @@ struct ScheduledBatch {
   // `blocks` must cover positions [0, past + tokens.size()).
   void add_sequence(const int32_t* tokens, int num_new, int past, const int32_t* blocks, int num_blocks,
                     int block_size, bool want_logits);
+
+  // Tokens [begin, end) as a batch of their own: each sequence's share of them, its past length advanced
+  // over its tokens before `begin`, and the logits rows inside the range, renumbered. The beam fields are
+  // not carried: only for batches without beams.
+  ScheduledBatch token_range(int begin, int end) const;
 };
 
 }  // namespace inflight::engine

@@ -283,4 +283,71 @@ TEST_SUITE("engine") {
     CHECK(o.choices.at(0).reason == engine::FinishReason::Stop);
     eng.shutdown();
   }
+
+  TEST_CASE("a step of more tokens than max_pass_tokens runs as passes over slices of them, to the same bits") {
+    Fixture& f = fixture();
+    const auto& cfg = f.model.config();
+    const std::vector<int32_t> a = f.tok.encode(kPrompts[6], true), b = f.tok.encode(kPrompts[4], true),
+                               c = f.tok.encode(kPrompts[1], true);
+    REQUIRE(b.size() > 12);
+    const int bs = 4, na = int(a.size()), nb = int(b.size()), nc = int(c.size());
+    // One step: a's whole prompt, b's prompt after its first 10 tokens (cached by an earlier step), and c's last
+    // prompt token after the rest of it: 2 context sequences and one of a single token, each wanting logits.
+    auto step_of = [&](const std::vector<cache::BlockTable>& t) {
+      engine::ScheduledBatch s;
+      s.add_sequence(a.data(), na, 0, t[0].blocks().data(), t[0].num_blocks(), bs, true);
+      s.add_sequence(b.data() + 10, nb - 10, 10, t[1].blocks().data(), t[1].num_blocks(), bs, true);
+      s.add_sequence(c.data() + nc - 1, 1, nc - 1, t[2].blocks().data(), t[2].num_blocks(), bs, true);
+      s.num_context_seqs = 2;
+      return s;
+    };
+    auto run = [&](int max_pass, kernels::KvDType dtype, int* passes) {
+      cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, dtype});
+      std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
+      REQUIRE(t[0].reserve(kv.pool(), na));
+      REQUIRE(t[1].reserve(kv.pool(), nb));
+      REQUIRE(t[2].reserve(kv.pool(), nc));
+      const int saved = f.model.max_pass_tokens();
+      f.model.set_max_pass_tokens(0);
+      engine::ScheduledBatch earlier;
+      earlier.add_sequence(b.data(), 10, 0, t[1].blocks().data(), t[1].num_blocks(), bs, false);
+      earlier.add_sequence(c.data(), nc - 1, 0, t[2].blocks().data(), t[2].num_blocks(), bs, false);
+      earlier.num_context_seqs = 2;
+      std::vector<float> logits(size_t(3) * cfg.vocab_size);
+      f.model.forward(earlier, kv, logits.data());
+      f.model.set_max_pass_tokens(max_pass);
+      f.model.forward(step_of(t), kv, logits.data());
+      *passes = f.model.last_num_passes();
+      f.model.set_max_pass_tokens(saved);
+      for (auto& table : t) table.release(kv.pool());
+      return logits;
+    };
+    for (const kernels::KvDType dtype : {kernels::KvDType::F32, kernels::KvDType::F16, kernels::KvDType::Int8}) {
+      CAPTURE(int(dtype));
+      int one = 0, passes = 0;
+      const std::vector<float> whole = run(0, dtype, &one), sliced = run(7, dtype, &passes);
+      CHECK(one == 1);
+      CHECK(passes == (na + nb - 10 + 1 + 6) / 7);
+      CHECK(whole == sliced);
+    }
+
+    // The slicing itself: tokens [3, na + 2) hold a's tail (3 tokens cached before it) and b's first two.
+    std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
+    cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, kernels::KvDType::F32});
+    for (auto [i, n] : {std::pair{0, na}, std::pair{1, nb}, std::pair{2, nc}}) REQUIRE(t[size_t(i)].reserve(kv.pool(), n));
+    const engine::ScheduledBatch step = step_of(t), part = step.token_range(3, na + 2);
+    CHECK(part.num_tokens() == na - 1);
+    CHECK(part.q_start == std::vector<int32_t>{0, na - 3, na - 1});
+    CHECK(part.past_len == std::vector<int32_t>{3, 10});
+    CHECK(part.positions.front() == 3);
+    CHECK(part.positions.back() == 11);
+    CHECK(part.logits_rows == std::vector<int32_t>{na - 4});
+    CHECK(part.num_context_seqs == 2);
+    CHECK(part.block_tables.size() == size_t(2 * step.max_blocks_per_seq));
+    const engine::ScheduledBatch tail = step.token_range(na + 2, step.num_tokens());
+    CHECK(tail.past_len == std::vector<int32_t>{12, nc - 1});
+    CHECK(tail.logits_rows == std::vector<int32_t>{nb - 13, nb - 12});
+    CHECK(tail.num_context_seqs == 1);
+    for (auto& table : t) table.release(kv.pool());
+  }
 }
