@@ -38,7 +38,12 @@ class Sampler {
   std::mt19937_64 rng_;
   std::vector<int32_t> counts_;            // [vocab] scratch: occurrences in the output
   std::vector<float> penalized_;           // [vocab] scratch: the logits with the penalties applied
-  std::vector<std::pair<float, int32_t>> candidates_;  // scratch
+  struct Candidate {
+    float logit;  // divided by the temperature
+    float p;      // e^(logit - the largest): the weight before normalising
+    int32_t id;
+  };
+  std::vector<Candidate> candidates_;  // scratch
 };
 
 // Whether `p` sets a penalty: the logits apply_penalties() would change.

@@ -1,5 +1,7 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "engine/sampler.h"
@@ -49,6 +51,53 @@ TEST_SUITE("sampler") {
     CHECK(seen.count(3) == 0);
     CHECK(seen[1] > 100);
     CHECK(seen[2] > 100);
+  }
+
+  TEST_CASE("with no filter the draws follow the softmax of logits / temperature") {
+    // Weights 1 : 2 : 3 : 4 at temperature 0.5 (logits halved back), in shuffled ids.
+    const std::vector<float> logits{0.5f * std::log(3.0f), 0.5f * std::log(1.0f), 0.5f * std::log(4.0f),
+                                    0.5f * std::log(2.0f)};
+    Sampler s({.temperature = 0.5f, .seed = 11});
+    std::map<int32_t, int> seen;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) ++seen[s.sample(logits, {}, {})];
+    CHECK(double(seen[1]) / n == doctest::Approx(0.1).epsilon(0.1));
+    CHECK(double(seen[3]) / n == doctest::Approx(0.2).epsilon(0.1));
+    CHECK(double(seen[0]) / n == doctest::Approx(0.3).epsilon(0.1));
+    CHECK(double(seen[2]) / n == doctest::Approx(0.4).epsilon(0.1));
+  }
+
+  TEST_CASE("top-p over a wide flat vocabulary keeps exactly the smallest prefix that reaches it") {
+    // 5000 logits falling slowly with the id, so the prefix holds about 1500 of them: past several of the
+    // sampler's sorting steps (64, 512, 4096 candidates), in shuffled order.
+    const int vocab = 5000;
+    std::vector<int32_t> order(vocab);
+    for (int i = 0; i < vocab; ++i) order[size_t(i)] = int32_t((int64_t(i) * 2654435761u) % vocab);
+    std::vector<float> logits(vocab);
+    for (int i = 0; i < vocab; ++i) logits[size_t(order[size_t(i)])] = -0.0004f * float(i);
+    // The prefix by brute force: candidates by logit, weights e^(l - max), summed until top_p of the total.
+    const float top_p = 0.4f;
+    double total = 0.0;
+    for (int i = 0; i < vocab; ++i) total += std::exp(-0.0004f * float(i));
+    double cum = 0.0;
+    int keep = 0;
+    while (keep < vocab) {
+      cum += std::exp(-0.0004f * float(keep)) / total;
+      ++keep;
+      if (cum >= top_p) break;
+    }
+    REQUIRE(keep > 600);
+    REQUIRE(keep < 4000);
+    std::vector<int> rank(vocab);
+    for (int i = 0; i < vocab; ++i) rank[size_t(order[size_t(i)])] = i;
+    Sampler s({.top_p = top_p, .seed = 5});
+    int deepest = 0;
+    for (int i = 0; i < 4000; ++i) {
+      const int r = rank[size_t(s.sample(logits, {}, {}))];
+      CHECK(r < keep);
+      deepest = std::max(deepest, r);
+    }
+    CHECK(deepest >= keep - 20);  // the prefix's last candidates are drawn too
   }
 
   TEST_CASE("top-k 2 samples only the two best") {
