@@ -333,8 +333,10 @@ TEST_SUITE("engine") {
 
     // The slicing itself: tokens [3, na + 2) hold a's tail (3 tokens cached before it) and b's first two.
     std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
-    cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, kernels::KvDType::F32});
-    for (auto [i, n] : {std::pair{0, na}, std::pair{1, nb}, std::pair{2, nc}}) REQUIRE(t[size_t(i)].reserve(kv.pool(), n));
+    cache::KvCache kv(
+        cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, kernels::KvDType::F32});
+    for (auto [i, n] : {std::pair{0, na}, std::pair{1, nb}, std::pair{2, nc}})
+      REQUIRE(t[size_t(i)].reserve(kv.pool(), n));
     const engine::ScheduledBatch step = step_of(t), part = step.token_range(3, na + 2);
     CHECK(part.num_tokens() == na - 1);
     CHECK(part.q_start == std::vector<int32_t>{0, na - 3, na - 1});
