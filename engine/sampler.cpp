@@ -96,19 +96,22 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
     last = std::partition(first + 1, last, [threshold](const Candidate& c) { return c.p >= threshold; });
   }
   if (top_p) {  // sorted from the top down, in growing steps, until the sum reaches top_p
-    const auto n = last - first;
+    const std::ptrdiff_t n = last - first;
+    std::ptrdiff_t keep = n;
     double cum = 0.0;
-    for (std::ptrdiff_t sorted = 0, keep = 0; keep == 0;) {
+    for (std::ptrdiff_t sorted = 0; keep == n && sorted < n;) {
       const std::ptrdiff_t upto = std::min<std::ptrdiff_t>(n, std::max<std::ptrdiff_t>(64, 8 * sorted));
       std::partial_sort(first + sorted, first + upto, last, before);
-      for (std::ptrdiff_t i = sorted; i < upto && keep == 0; ++i) {
+      for (std::ptrdiff_t i = sorted; i < upto; ++i) {
         cum += first[i].p / total;
-        if (cum >= params_.top_p) keep = i + 1;
+        if (cum >= params_.top_p) {
+          keep = i + 1;
+          break;
+        }
       }
       sorted = upto;
-      if (keep == 0 && sorted == n) keep = n;
-      if (keep > 0) last = first + keep;
     }
+    last = first + keep;
   }
   double kept_total = 0.0;
   for (auto c = first; c != last; ++c) kept_total += c->p;
