@@ -204,12 +204,12 @@ void run_decode(benchmark::State& state, KvDType dtype, int64_t kv_len, int batc
 }
 
 // The tile routine alone (kernels/cpu/attention_tile.h): R query heads of one KV head against 64-key tiles
-// of head dim 128, cycling over 16 tiles (K and V of f16 fill 512 KiB, within L2) with the next tile
-// prefetched as the drivers do; the routine's compute cost for a GQA group of R query heads. Time per
+// of head dim kDim (128, or SmolLM's 64), cycling over 16 tiles (K and V of f16 at dim 128 fill 512 KiB,
+// within L2) with the next tile prefetched as the drivers do; the routine's compute cost for a GQA group of R query heads. Time per
 // iteration = one tile of 64 keys; items = keys.
-void run_tile(benchmark::State& state, KvDType dtype, int num_queries) {
+void run_tile(benchmark::State& state, KvDType dtype, int num_queries, int kDim) {
   using cpu::kKvTile;
-  constexpr int kTiles = 16, kDim = kHeadDim;
+  constexpr int kTiles = 16;
   const size_t R = static_cast<size_t>(num_queries);
   const int64_t row_bytes = int64_t(kDim) * kv_elem_bytes(dtype);
   const int64_t tile_bytes = int64_t(kKvTile) * row_bytes;
@@ -308,8 +308,10 @@ bool register_all() {
   for (KvDType dtype : {KvDType::F16, KvDType::BF16, KvDType::Int8, KvDType::Fp8E4M3, KvDType::Fp8E5M2})
     for (int r : {1, 2, 3, 4, 8, 16}) {
       const std::string name = "tile/" + std::string(kv_dtype_name(dtype)) + "/r" + std::to_string(r);
-      benchmark::RegisterBenchmark(name.c_str(), run_tile, dtype, r)->Unit(benchmark::kNanosecond);
+      benchmark::RegisterBenchmark(name.c_str(), run_tile, dtype, r, kHeadDim)->Unit(benchmark::kNanosecond);
     }
+  // SmolLM's context tiles: head dim 64, 16 rows x a GQA group of 3.
+  benchmark::RegisterBenchmark("tile/f16/d64/r48", run_tile, KvDType::F16, 48, 64)->Unit(benchmark::kNanosecond);
   for (KvDType dtype : {KvDType::F16, KvDType::Int8, KvDType::Fp8E4M3})
     for (int64_t len : {512, 2048}) {
       const std::string name = "context/" + std::string(kv_dtype_name(dtype)) + "/s" + std::to_string(len);

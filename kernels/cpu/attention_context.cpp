@@ -35,6 +35,17 @@ void attend_row_tile(const AttentionParams& p, const RopeTable& rope, const RowT
   float* span_o = row_o + int64_t(R) * pdim_v;     // [R, pdim_v]
   float* scratch = span_o + int64_t(R) * pdim_v;   // span scratch, 64-byte aligned (R * pdim... are multiples of 16)
 
+  // The rows' queries and outputs (both cold: in L3 or further) asked for at once, so their misses overlap
+  // (SmolLM f16 prefill: attention 3-9 % faster, alternating runs).
+  const int64_t out_stride = int64_t(p.num_q_heads) * p.head_dim_v;
+  const int64_t q_bytes = int64_t(G) * p.head_dim * int64_t(sizeof(float));
+  const int64_t o_bytes = int64_t(G) * p.head_dim_v * int64_t(sizeof(float));
+  for (int64_t row = tile.row_begin; row < tile.row_end; ++row) {
+    const char* qrow = reinterpret_cast<const char*>(p.q + row * p.q_stride + int64_t(h * G) * p.head_dim);
+    const char* orow = reinterpret_cast<const char*>(p.out + row * out_stride + int64_t(h * G) * p.head_dim_v);
+    for (int64_t b = 0; b < q_bytes; b += 64) __builtin_prefetch(qrow + b, 0, 3);
+    for (int64_t b = 0; b < o_bytes; b += 64) __builtin_prefetch(orow + b, 1, 3);
+  }
   QuerySet qs;
   qs.num = R;
   qs.q = q;
@@ -59,14 +70,16 @@ void attend_row_tile(const AttentionParams& p, const RopeTable& rope, const RowT
   }
   int64_t first, last;
   span_range(qs, &first, &last);
+  // Keys past the last one any row sees are left out of the tiles (a query's scores and sums do not depend
+  // on them; attention_tile.h): the diagonal tiles then score up to the rows' last key, not the chunk's.
+  const int64_t seen = std::min(total, *std::max_element(qs.hi, qs.hi + R));
   for (int64_t sp = first; sp < last; ++sp) {
     for (int r = 0; r < R; ++r) reset_state(span_states[r], pdim_v);
     const HeadWork work{h, &qs, span_states};
-    attend_span(p, s, total, &work, 1, sp * kKvSpan, total, scratch);
+    attend_span(p, s, seen, &work, 1, sp * kKvSpan, seen, scratch);
     for (int r = 0; r < R; ++r) merge_state(row_states[r], span_states[r], pdim_v);
   }
 
-  const int64_t out_stride = int64_t(p.num_q_heads) * p.head_dim_v;
   for (int i = 0; i < num_rows; ++i)
     for (int g = 0; g < G; ++g)
       write_state(row_states[i * G + g], p.out + (tile.row_begin + i) * out_stride + int64_t(h * G + g) * p.head_dim_v,
