@@ -205,8 +205,8 @@ void run_decode(benchmark::State& state, KvDType dtype, int64_t kv_len, int batc
 
 // The tile routine alone (kernels/cpu/attention_tile.h): R query heads of one KV head against 64-key tiles
 // of head dim kDim (128, or SmolLM's 64), cycling over 16 tiles (K and V of f16 at dim 128 fill 512 KiB,
-// within L2) with the next tile prefetched as the drivers do; the routine's compute cost for a GQA group of R query heads. Time per
-// iteration = one tile of 64 keys; items = keys.
+// within L2) with the next tile prefetched as the drivers do; the routine's compute cost for a GQA group of
+// R query heads. Time per iteration = one tile of 64 keys; items = keys.
 void run_tile(benchmark::State& state, KvDType dtype, int num_queries, int kDim) {
   using cpu::kKvTile;
   constexpr int kTiles = 16;
