@@ -135,8 +135,8 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
-    // Attention block.
-    kernels::rms_norm(x_.data(), L.attn_norm.data(), xb_.data(), T, dim, c.rms_eps);
+    // Attention block. Every later layer's first norm comes with the residual add that ends the layer before.
+    if (l == 0) kernels::rms_norm(x_.data(), L.attn_norm.data(), xb_.data(), T, dim, c.rms_eps);
     const kernels::MatmulTarget qkv[] = {{&L.wq, qkv_q_.data()}, {&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
     kernels::matmul(qkv, xb_.data(), T);
     if (c.qkv_bias) {
@@ -161,15 +161,18 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     kernels::cpu::attention(ap);
 
     matmul(L.wo, att_.data(), xb_.data(), T);
-    kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);
 
     // SwiGLU MLP block.
-    kernels::rms_norm(x_.data(), L.ffn_norm.data(), xb_.data(), T, dim, c.rms_eps);
+    kernels::add_rms_norm(x_.data(), xb_.data(), L.ffn_norm.data(), xb_.data(), T, dim, c.rms_eps);
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, hb_.data()}, {&L.w_up, hb2_.data()}};
     kernels::matmul(gate_up, xb_.data(), T);
     kernels::silu_mul(hb_.data(), hb2_.data(), hb_.data(), T, c.ffn_dim);
     matmul(L.w_down, hb_.data(), xb_.data(), T);
-    kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);
+    if (l + 1 < c.num_layers)
+      kernels::add_rms_norm(x_.data(), xb_.data(), w_.layers[size_t(l) + 1].attn_norm.data(), xb_.data(), T, dim,
+                            c.rms_eps);
+    else
+      kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);
   }
 
   // Final norm and LM head, only for the rows that need logits.

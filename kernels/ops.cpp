@@ -57,15 +57,25 @@ static float sum_of_squares(const float* x, int64_t n) {
   return acc[0];
 }
 
+static void rms_norm_row(const float* x, const float* weight, float* out, int64_t dim, float eps) {
+  float ss = sum_of_squares(x, dim);
+  ss /= float(dim);
+  ss += eps;
+  ss = 1.0f / std::sqrt(ss);
+  for (int64_t i = 0; i < dim; ++i) out[i] = weight[i] * (ss * x[i]);
+}
+
 void rms_norm(const float* x, const float* weight, float* out, int64_t num_tokens, int64_t dim, float eps) {
+  for_each_row(num_tokens, dim, [&](int64_t t) { rms_norm_row(x + t * dim, weight, out + t * dim, dim, eps); });
+}
+
+void add_rms_norm(float* x, const float* y, const float* weight, float* out, int64_t num_tokens, int64_t dim,
+                  float eps) {
   for_each_row(num_tokens, dim, [&](int64_t t) {
-    const float* xt = x + t * dim;
-    float* ot = out + t * dim;
-    float ss = sum_of_squares(xt, dim);
-    ss /= float(dim);
-    ss += eps;
-    ss = 1.0f / std::sqrt(ss);
-    for (int64_t i = 0; i < dim; ++i) ot[i] = weight[i] * (ss * xt[i]);
+    float* xt = x + t * dim;
+    const float* yt = y + t * dim;
+    for (int64_t i = 0; i < dim; ++i) xt[i] += yt[i];  // the whole row before out's row (out may be y)
+    rms_norm_row(xt, weight, out + t * dim, dim, eps);
   });
 }
 

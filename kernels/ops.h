@@ -37,6 +37,10 @@ struct RopeParams {
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight. x, out: [num_tokens, dim] (may alias).
 void rms_norm(const float* x, const float* weight, float* out, int64_t num_tokens, int64_t dim, float eps);
+// The residual add and the next norm in one pass over the rows (vLLM's fused_add_rms_norm): x[t] += y[t], then
+// out[t] = rms_norm(x[t]); the bits of add_inplace followed by rms_norm. out may alias y.
+void add_rms_norm(float* x, const float* y, const float* weight, float* out, int64_t num_tokens, int64_t dim,
+                  float eps);
 
 // The pieces of apply_rope, for kernels that rotate heads on their own (the fused KV append). One
 // float order everywhere, so every caller gets the same bits.

@@ -196,6 +196,31 @@ TEST_CASE("rms_norm over many tokens (pool path) equals one token at a time") {
   }
 }
 
+TEST_CASE("add_rms_norm gives the bits of add_inplace then rms_norm, with out aliasing y, on the pool too") {
+  for (const int64_t num_tokens : {int64_t(1), int64_t(3), int64_t(300)}) {
+    const int64_t dim = 576;  // 300 rows take the pool (more than its grain of 56)
+    const auto x0 = random_values(size_t(num_tokens * dim), 8);
+    const auto y = random_values(size_t(num_tokens * dim), 9);
+    const auto w = random_values(size_t(dim), 10);
+    auto x_ref = x0;
+    std::vector<float> out_ref(x0.size());
+    add_inplace(x_ref.data(), y.data(), int64_t(x_ref.size()));
+    rms_norm(x_ref.data(), w.data(), out_ref.data(), num_tokens, dim, 1e-5f);
+
+    auto x = x0;
+    std::vector<float> out(x0.size());
+    add_rms_norm(x.data(), y.data(), w.data(), out.data(), num_tokens, dim, 1e-5f);
+    CHECK(std::memcmp(x.data(), x_ref.data(), x.size() * 4) == 0);
+    CHECK(std::memcmp(out.data(), out_ref.data(), out.size() * 4) == 0);
+
+    auto x2 = x0;
+    auto y_out = y;  // out written over y, as the model's forward pass does with its scratch row
+    add_rms_norm(x2.data(), y_out.data(), w.data(), y_out.data(), num_tokens, dim, 1e-5f);
+    CHECK(std::memcmp(x2.data(), x_ref.data(), x2.size() * 4) == 0);
+    CHECK(std::memcmp(y_out.data(), out_ref.data(), y_out.size() * 4) == 0);
+  }
+}
+
 TEST_CASE("softmax sums to one, matches double, and survives large logits") {
   auto x = random_values(1000, 7, -10.0f, 10.0f);
   x[17] = 1000.0f;
