@@ -142,7 +142,9 @@ struct HalfGroupKernel {
     else return widen_bf16(h);
   }
 
-  template <int T, bool Ahead = false>
+  // With Rows, the tokens come from x's rows ([T, cols], MatmulArgs::xt unset): the same broadcasts, each from
+  // its row (12 streams), and with Ahead each row asked for once per 16 columns.
+  template <int T, bool Ahead = false, bool Rows = false>
   static void tile(const MatmulArgs& a, int64_t g, int64_t t0) {
     const int64_t cols = a.cols;
     const uint8_t* w = group_at(a, g);
@@ -150,6 +152,27 @@ struct HalfGroupKernel {
     __m512 lo[T], hi[T];
 #pragma GCC unroll 12
     for (int t = 0; t < T; ++t) lo[t] = hi[t] = _mm512_setzero_ps();
+    if constexpr (Rows) {
+      for (int64_t c0 = 0; c0 < cols; c0 += 16) {
+        if constexpr (Ahead)
+#pragma GCC unroll 12
+          for (int t = 0; t < T; ++t)
+            _mm_prefetch(reinterpret_cast<const char*>(x + t * cols + c0 + kAheadColumns), _MM_HINT_T0);
+        for (int64_t c = c0; c < c0 + 16 && c < cols; ++c) {
+          if constexpr (Ahead)
+            _mm_prefetch(reinterpret_cast<const char*>(w + (c + kAheadColumns) * 2 * kGroup), _MM_HINT_T0);
+          const __m512 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 32);
+#pragma GCC unroll 12
+          for (int t = 0; t < T; ++t) {
+            const __m512 xb = _mm512_set1_ps(x[t * cols + c]);
+            lo[t] = _mm512_fmadd_ps(w0, xb, lo[t]);
+            hi[t] = _mm512_fmadd_ps(w1, xb, hi[t]);
+          }
+        }
+      }
+      store_tile<T>(a, g, t0, lo, hi);
+      return;
+    }
     for (int64_t c = 0; c < cols; ++c) {
       // One token: each output's FMA chain sets the pace (4 cycles a line), and the out-of-order window
       // then keeps too few lines in flight; a prefetch kDecodePrefetchBytes ahead keeps DRAM busy (Intel host,
@@ -168,6 +191,11 @@ struct HalfGroupKernel {
         hi[t] = _mm512_fmadd_ps(w1, xb, hi[t]);
       }
     }
+    store_tile<T>(a, g, t0, lo, hi);
+  }
+
+  template <int T>
+  static void store_tile(const MatmulArgs& a, int64_t g, int64_t t0, const __m512* lo, const __m512* hi) {
     float* y = a.y + t0 * a.rows + g * kGroup;  // [T, rows]
 #pragma GCC unroll 12
     for (int t = 0; t < T; ++t) {
@@ -260,27 +288,28 @@ struct HalfGroupKernel {
         }
       }
       if (a.xt != nullptr && !a.half_tiles) tiles<true>(a, g, t0);
+      else if (a.xt == nullptr && a.num_tokens > 1) tiles<true, true>(a, g, t0);  // not packed: from x's rows
       else tiles<false>(a, g, t0);
     }
   }
 
   // Group g against tokens [t0, num_tokens): 12-token tiles, then the ragged rest.
-  template <bool Ahead>
+  template <bool Ahead, bool Rows = false>
   static void tiles(const MatmulArgs& a, int64_t g, int64_t t0) {
-    for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile, Ahead>(a, g, t0);
+    for (; t0 + kTokenTile <= a.num_tokens; t0 += kTokenTile) tile<kTokenTile, Ahead, Rows>(a, g, t0);
     switch (a.num_tokens - t0) {
       case 0: break;
       case 1: tile<1>(a, g, t0); break;
-      case 2: tile<2, Ahead>(a, g, t0); break;
-      case 3: tile<3, Ahead>(a, g, t0); break;
-      case 4: tile<4, Ahead>(a, g, t0); break;
-      case 5: tile<5, Ahead>(a, g, t0); break;
-      case 6: tile<6, Ahead>(a, g, t0); break;
-      case 7: tile<7, Ahead>(a, g, t0); break;
-      case 8: tile<8, Ahead>(a, g, t0); break;
-      case 9: tile<9, Ahead>(a, g, t0); break;
-      case 10: tile<10, Ahead>(a, g, t0); break;
-      default: tile<11, Ahead>(a, g, t0); break;
+      case 2: tile<2, Ahead, Rows>(a, g, t0); break;
+      case 3: tile<3, Ahead, Rows>(a, g, t0); break;
+      case 4: tile<4, Ahead, Rows>(a, g, t0); break;
+      case 5: tile<5, Ahead, Rows>(a, g, t0); break;
+      case 6: tile<6, Ahead, Rows>(a, g, t0); break;
+      case 7: tile<7, Ahead, Rows>(a, g, t0); break;
+      case 8: tile<8, Ahead, Rows>(a, g, t0); break;
+      case 9: tile<9, Ahead, Rows>(a, g, t0); break;
+      case 10: tile<10, Ahead, Rows>(a, g, t0); break;
+      default: tile<11, Ahead, Rows>(a, g, t0); break;
     }
   }
 };

@@ -44,7 +44,8 @@ struct MatmulArgs {
   // F16 / BF16 interleaved, num_tokens > 1: x packed by token tiles of kHalfTokenTile (pack_token_tiles), so
   // a tile's x[t, c] for all its t are adjacent: tile k's n tokens (n = min(kHalfTokenTile, num_tokens -
   // k kHalfTokenTile)) as [cols, n] at xt + k kHalfTokenTile cols. (x's own rows lie cols apart, and at
-  // 2048 or 5632 columns 12 of them fall into the same L1 set.)
+  // 2048 columns 12 of them fall into the same L1 set.) Unset there, the AVX-512 32 x 12 tiles read x's rows
+  // (matmul.cpp, packs_tokens); the half tiles and the AVX2 kernel always take xt.
   const float* xt = nullptr;
 };
 
