@@ -131,13 +131,14 @@ static_assert(kTokenSlice % cpu::kHalfTokenTile == 0 && kTokenSlice % 4 == 0);
 using RowsFn = void (*)(const cpu::MatmulArgs&, int64_t, int64_t);
 
 // Whether a batch of more than one token reaches the interleaved F16 / BF16 kernels packed in token tiles
-// (MatmulArgs::xt). AMD's AVX-512 tiling (32 x 12, not the half tiles) broadcasts each token straight from its
-// row of x as cheaply, which saves the packing pass and its reads of x: SmolLM f16 prefill 1.05x (8
-// alternating rounds, all faster). Rows a multiple of 4 KiB apart stay packed: the tile's 12 rows then
-// share L1 sets (TinyLlama's 2048 columns read from rows: prefill 0.97-0.98x; its 5632-column down
-// projection from rows: level to 1.04x).
+// (MatmulArgs::xt). AMD's AVX-512 tiling (32 x 12, not the half tiles) and the AVX2 kernel broadcast each
+// token straight from its row of x as cheaply, which saves the packing pass and its reads of x (Zen 5, f16
+// prefill, alternating rounds: SmolLM 1.04x over 6 rounds, TinyLlama 1.03x over 4; under INFLIGHT_ISA=avx2
+// SmolLM 1.03x over 7). Rows a multiple of 4 KiB apart stay packed: a tile's rows then share one L1 set
+// (TinyLlama's 2048 columns read from rows: 0.97-0.98x).
 bool packs_tokens(int64_t cols) {
-  return cpu::active_isa() < cpu::Isa::Avx512 || cpu::prefill_half_tiles() || cols % 1024 == 0;
+  const cpu::Isa isa = cpu::active_isa();
+  return isa < cpu::Isa::Avx2 || (isa >= cpu::Isa::Avx512 && cpu::prefill_half_tiles()) || cols % 1024 == 0;
 }
 
 // The 32-weight formats with a 16-row interleaved layout (matmul_legacy_interleave.h).

@@ -159,11 +159,12 @@ struct HalfGroupKernelAvx2 {
   }
 
   // Half h (rows 16h .. 16h + 15) of group g against T <= kTokens tokens whose x[t, c] lie at x + c * stride
-  // + t (a packed token tile, or x's row for one token). With Prefetch, the pass also asks for the line of
-  // each column of the group at `next` into L2, as the AVX-512 kernel's first pass does.
+  // + t * tstride (a packed token tile: tstride 1; x's rows: stride 1, tstride cols). With Prefetch, the pass
+  // also asks for the line of each column of the group at `next` into L2, as the AVX-512 kernel's first pass
+  // does.
   template <int T, bool Prefetch>
-  static void half_tile(const MatmulArgs& a, int64_t g, int h, const float* x, int64_t stride, int64_t t0,
-                        const uint8_t* next) {
+  static void half_tile(const MatmulArgs& a, int64_t g, int h, const float* x, int64_t stride, int64_t tstride,
+                        int64_t t0, const uint8_t* next) {
     const int64_t cols = a.cols;
     const uint8_t* w = group_at(a, g) + h * 32;
     __m256 lo[T], hi[T];
@@ -174,7 +175,7 @@ struct HalfGroupKernelAvx2 {
       const __m256 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 16);
 #pragma GCC unroll 6
       for (int t = 0; t < T; ++t) {
-        const __m256 xb = _mm256_broadcast_ss(x + c * stride + t);
+        const __m256 xb = _mm256_broadcast_ss(x + c * stride + t * tstride);
         lo[t] = _mm256_fmadd_ps(w0, xb, lo[t]);
         hi[t] = _mm256_fmadd_ps(w1, xb, hi[t]);
       }
@@ -188,15 +189,15 @@ struct HalfGroupKernelAvx2 {
   }
 
   template <bool Prefetch>
-  static void half_tokens(const MatmulArgs& a, int64_t g, int h, const float* x, int64_t stride, int64_t t0,
-                          int64_t n, const uint8_t* next) {
+  static void half_tokens(const MatmulArgs& a, int64_t g, int h, const float* x, int64_t stride, int64_t tstride,
+                          int64_t t0, int64_t n, const uint8_t* next) {
     switch (n) {
-      case 1: half_tile<1, Prefetch>(a, g, h, x, stride, t0, next); return;
-      case 2: half_tile<2, Prefetch>(a, g, h, x, stride, t0, next); return;
-      case 3: half_tile<3, Prefetch>(a, g, h, x, stride, t0, next); return;
-      case 4: half_tile<4, Prefetch>(a, g, h, x, stride, t0, next); return;
-      case 5: half_tile<5, Prefetch>(a, g, h, x, stride, t0, next); return;
-      default: half_tile<6, Prefetch>(a, g, h, x, stride, t0, next); return;
+      case 1: half_tile<1, Prefetch>(a, g, h, x, stride, tstride, t0, next); return;
+      case 2: half_tile<2, Prefetch>(a, g, h, x, stride, tstride, t0, next); return;
+      case 3: half_tile<3, Prefetch>(a, g, h, x, stride, tstride, t0, next); return;
+      case 4: half_tile<4, Prefetch>(a, g, h, x, stride, tstride, t0, next); return;
+      case 5: half_tile<5, Prefetch>(a, g, h, x, stride, tstride, t0, next); return;
+      default: half_tile<6, Prefetch>(a, g, h, x, stride, tstride, t0, next); return;
     }
   }
 
@@ -212,15 +213,20 @@ struct HalfGroupKernelAvx2 {
       prefetch_ahead(a, r0, kGroup, row_begin, row_end);
       const int64_t g = r0 / kGroup;
       const bool ask_next = a.num_tokens > kPrefetchMaxTokens && r0 + 2 * kGroup <= row_end;
-      const float* xt = a.xt != nullptr ? a.xt : a.x;
+      const bool rows = a.xt == nullptr;  // not packed: x's rows (or one token)
+      const float* xt = rows ? a.x : a.xt;
       for (int64_t k0 = 0; k0 < a.num_tokens; k0 += kHalfTokenTile) {
         const int64_t n = a.num_tokens - k0 < kHalfTokenTile ? a.num_tokens - k0 : kHalfTokenTile;
-        const float* x = xt + k0 * a.cols;  // [cols, n]
+        const float* x = xt + k0 * a.cols;  // [cols, n] packed, or [n, cols]
+        const int64_t stride = rows ? 1 : n, tstride = rows ? a.cols : 1;
         for (int h = 0; h < 2; ++h) {
           for (int64_t j = 0; j < n; j += kTokens) {
             const int64_t m = n - j < kTokens ? n - j : kTokens;
-            if (k0 == 0 && h == 0 && j == 0 && ask_next) half_tokens<true>(a, g, h, x + j, n, k0 + j, m, group_at(a, g + 1));
-            else half_tokens<false>(a, g, h, x + j, n, k0 + j, m, nullptr);
+            const float* xj = x + j * tstride;
+            if (k0 == 0 && h == 0 && j == 0 && ask_next)
+              half_tokens<true>(a, g, h, xj, stride, tstride, k0 + j, m, group_at(a, g + 1));
+            else
+              half_tokens<false>(a, g, h, xj, stride, tstride, k0 + j, m, nullptr);
           }
         }
       }

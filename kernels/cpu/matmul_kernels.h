@@ -44,8 +44,8 @@ struct MatmulArgs {
   // F16 / BF16 interleaved, num_tokens > 1: x packed by token tiles of kHalfTokenTile (pack_token_tiles), so
   // a tile's x[t, c] for all its t are adjacent: tile k's n tokens (n = min(kHalfTokenTile, num_tokens -
   // k kHalfTokenTile)) as [cols, n] at xt + k kHalfTokenTile cols. (x's own rows lie cols apart, and at
-  // 2048 columns 12 of them fall into the same L1 set.) Unset there, the AVX-512 32 x 12 tiles read x's rows
-  // (matmul.cpp, packs_tokens); the half tiles and the AVX2 kernel always take xt.
+  // 2048 columns 12 of them fall into the same L1 set.) Left unset elsewhere (matmul.cpp, packs_tokens): the
+  // AVX-512 32 x 12 tiles and the AVX2 kernel then read x's rows; the AVX-512 half tiles always take xt.
   const float* xt = nullptr;
 };
 
