@@ -161,13 +161,7 @@ struct HalfGroupKernel {
         for (int64_t c = c0; c < c0 + 16 && c < cols; ++c) {
           if constexpr (Ahead)
             _mm_prefetch(reinterpret_cast<const char*>(w + (c + kAheadColumns) * 2 * kGroup), _MM_HINT_T0);
-          const __m512 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 32);
-#pragma GCC unroll 12
-          for (int t = 0; t < T; ++t) {
-            const __m512 xb = _mm512_set1_ps(x[t * cols + c]);
-            lo[t] = _mm512_fmadd_ps(w0, xb, lo[t]);
-            hi[t] = _mm512_fmadd_ps(w1, xb, hi[t]);
-          }
+          column<T>(w + c * 2 * kGroup, lo, hi, x + c, cols);
         }
       }
       store_tile<T>(a, g, t0, lo, hi);
@@ -183,15 +177,23 @@ struct HalfGroupKernel {
         _mm_prefetch(reinterpret_cast<const char*>(w + (c + kAheadColumns) * 2 * kGroup), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(x + (c + kAheadColumns) * T), _MM_HINT_T0);
       }
-      const __m512 w0 = widen(w + c * 2 * kGroup), w1 = widen(w + c * 2 * kGroup + 32);
-#pragma GCC unroll 12
-      for (int t = 0; t < T; ++t) {
-        const __m512 xb = _mm512_set1_ps(x[c * T + t]);
-        lo[t] = _mm512_fmadd_ps(w0, xb, lo[t]);
-        hi[t] = _mm512_fmadd_ps(w1, xb, hi[t]);
-      }
+      column<T>(w + c * 2 * kGroup, lo, hi, x + c * T, 1);
     }
     store_tile<T>(a, g, t0, lo, hi);
+  }
+
+  // One column of a tile: the group's line widened into two 16-row vectors, each multiplied with token t's
+  // xc[t * stride], broadcast, into that token's two accumulators.
+  template <int T>
+  [[gnu::always_inline]] static void column(const uint8_t* line, __m512* lo, __m512* hi, const float* xc,
+                                            int64_t stride) {
+    const __m512 w0 = widen(line), w1 = widen(line + 32);
+#pragma GCC unroll 12
+    for (int t = 0; t < T; ++t) {
+      const __m512 xb = _mm512_set1_ps(xc[t * stride]);
+      lo[t] = _mm512_fmadd_ps(w0, xb, lo[t]);
+      hi[t] = _mm512_fmadd_ps(w1, xb, hi[t]);
+    }
   }
 
   template <int T>
