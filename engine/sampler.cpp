@@ -69,9 +69,9 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
 
   // The filters keep a prefix of the candidates in the order (logit desc, id asc): the top_k first, then
   // those whose weights sum to top_p of the total, and of those the ones with p >= min_p p_max. Only what a
-  // filter needs is ordered: top_k selects, min_p is a threshold, and top_p sorts from the top
-  // down only as far as its sum reaches. With none set, nothing is sorted and the draw walks the vocabulary
-  // in id order (a full sort of 49,152 candidates cost about 4 ms a token).
+  // filter needs is ordered: top_k selects, min_p is a threshold, and top_p sorts from the top down only as
+  // far as its sum reaches. With none set, nothing is sorted and the draw walks the vocabulary in id order
+  // (a full sort of 49,152 candidates cost about 4 ms a token).
   auto before = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
