@@ -1,7 +1,9 @@
 // Offline engine throughput: N requests submitted at once (random-token prompts, fixed output length,
 // ignore_eos). Usage:
-//   bench_engine MODEL.gguf [--concurrency 1,8,32] [--input-len 128] [--output-len 128] [--threads N]
-//                [--kv-block-size 16] [--kv-dtype f16] [--rounds 3]
+//   bench_engine MODEL [--concurrency 1,8,32] [--input-len 128] [--output-len 128] [--threads N]
+//                [--kv-block-size 16] [--kv-dtype f16] [--rounds 3] [--device auto|cpu|cuda]
+// MODEL: a GGUF file or Hugging Face folder, or preset:NAME:DTYPE (a random-weight model of `inflight
+// make-model`'s presets, e.g. preset:tinyllama-1.1b:f16, written to the temp folder first).
 // Two figures per level, as llama-batched-bench gives them: output tokens per second over the whole run
 // (submission to the last request's end, prefills included: its B * TG / T), and generation only (the
 // tokens after each request's first, over the time after the last request's first token: its S_TG).
@@ -12,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -21,6 +24,7 @@
 #include <condition_variable>
 #include <mutex>
 
+#include "engine/builtin_model.h"
 #include "engine/engine.h"
 #include "engine/model_loader.h"
 #include "kernels/kv_dtype.h"
@@ -103,13 +107,14 @@ Rates run_once(engine::Engine& eng, const engine::ModelConfig& c, int num, int i
 int run(int argc, char** argv) {
   if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
     std::fprintf(stderr, "usage: %s MODEL [--concurrency 1,8,32] [--input-len 128] [--output-len 128] [--threads N] "
-                 "[--kv-block-size 16] [--kv-dtype f16] [--rounds 3]\n", argv[0]);
+                 "[--kv-block-size 16] [--kv-dtype f16] [--rounds 3] [--device auto|cpu|cuda]\n", argv[0]);
     return 2;
   }
   std::string model_path = argv[1];
   std::vector<int> levels{1, 8, 32};
   int input_len = 128, output_len = 128, threads = 0, block_size = 16, rounds = 3;
   kernels::KvDType kv_dtype = kernels::KvDType::F16;  // the server's default
+  std::string device_name = "auto";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--concurrency") levels = parse_list(flag, value);
@@ -118,6 +123,7 @@ int run(int argc, char** argv) {
     else if (flag == "--threads") threads = int_flag(flag, value);
     else if (flag == "--kv-block-size") block_size = int_flag(flag, value);
     else if (flag == "--rounds") rounds = int_flag(flag, value);
+    else if (flag == "--device") device_name = value;
     else if (flag == "--kv-dtype") {
       if (!kernels::parse_kv_dtype(value, &kv_dtype)) {
         std::fprintf(stderr, "unknown --kv-dtype %s\n", value.c_str());
@@ -130,13 +136,35 @@ int run(int argc, char** argv) {
     }
   }
   if (threads > 0) kernels::set_num_threads(threads);
+  engine::Device device;
+  std::string why;
+  if (!engine::resolve_device(device_name, &device, &why)) {
+    std::fprintf(stderr, "%s\n", why.c_str());
+    return 1;
+  }
+  if (model_path.rfind("preset:", 0) == 0) {  // preset:NAME:DTYPE
+    const std::string spec = model_path.substr(7), name = spec.substr(0, spec.find(':'));
+    const engine::ModelShape* shape = engine::find_preset(name);
+    if (shape == nullptr || spec.find(':') == std::string::npos) {
+      std::fprintf(stderr, "MODEL preset:NAME:DTYPE: unknown preset in '%s'\n", model_path.c_str());
+      return 2;
+    }
+    model_path = (std::filesystem::temp_directory_path() / ("bench_engine-" + name + ".gguf")).string();
+    engine::write_random_model(model_path, *shape, engine::parse_weight_types(spec.substr(spec.find(':') + 1)), 1);
+  }
   engine::LoadedModel loaded = engine::load_model(model_path);
-  engine::Model model(std::move(loaded.weights));
+  engine::Model model(std::move(loaded.weights), device);
   const engine::ModelConfig& c = model.config();
+  std::printf("device %s (%s)%s\n", engine::device_name(device), why.c_str(),
+              device == engine::Device::Cuda
+                  ? (", weights " + std::to_string(model.device_weight_bytes()) + " bytes on the GPU").c_str()
+                  : "");
   const int max_level = *std::max_element(levels.begin(), levels.end());
   const int per_seq_blocks = (input_len + output_len + block_size - 1) / block_size;
-  cache::KvCache kv({c.num_layers, c.num_kv_heads, c.head_dim, block_size, per_seq_blocks * max_level + 8,
-                     kv_dtype});
+  cache::KvCacheConfig kv_config{c.num_layers, c.num_kv_heads, c.head_dim, block_size, per_seq_blocks * max_level + 8,
+                                 kv_dtype};
+  if (device == engine::Device::Cuda) kv_config.device = cache::KvDevice::Cuda;
+  cache::KvCache kv(kv_config);
   engine::Engine eng(model, loaded.tokenizer, kv,
                      {.max_num_seqs = max_level, .max_num_batched_tokens = 2048, .enable_prefix_caching = false});
   std::mt19937 rng(1);

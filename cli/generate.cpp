@@ -27,13 +27,18 @@ struct GenerateFlags {
   int kv_quant_group = 0;        // int8: channels per scale, 0 = head_dim
   float kv_static_amax = 0.0f;   // int8-static / fp8: 0 = calibrate from the first prefill
   int threads = 0;
+  std::string device = "auto";
   bool ignore_eos = false;
 };
 
 void run_generate(const GenerateFlags& f) {
   if (f.threads > 0) kernels::set_num_threads(f.threads);
+  engine::Device device;
+  std::string why;
+  if (!engine::resolve_device(f.device, &device, &why)) throw std::invalid_argument(why);
   spdlog::info("compute: {} threads, {} kernels", kernels::compute_pool().num_threads(),
                kernels::cpu::isa_name(kernels::cpu::active_isa()));
+  spdlog::info("device: {} ({})", engine::device_name(device), why);
   if (!cache::is_power_of_two(f.kv_block_size))
     throw std::invalid_argument("--kv-block-size must be a power of two, got " + std::to_string(f.kv_block_size));
   kernels::KvDType kv_dtype;
@@ -52,7 +57,7 @@ void run_generate(const GenerateFlags& f) {
                  "path/to/model.gguf or --model path/to/hf-folder.\n");
   }
   engine::LoadedModel loaded = f.model.empty() ? engine::load_builtin_model() : engine::load_model(f.model);
-  engine::Model model(std::move(loaded.weights));
+  engine::Model model(std::move(loaded.weights), device);
   const engine::ModelConfig& c = model.config();
   spdlog::info("model {} ({}): {} layers, dim {}, {} query / {} KV heads, vocab {}, context {}{}", c.name,
                c.architecture, c.num_layers, c.dim, c.num_q_heads, c.num_kv_heads, c.vocab_size, c.max_seq_len,
@@ -69,6 +74,7 @@ void run_generate(const GenerateFlags& f) {
 
   cache::KvCacheConfig kv_config{c.num_layers,       c.num_kv_heads, c.head_dim, f.kv_block_size, 0, kv_dtype,
                                  f.kv_quant_group, f.kv_static_amax};
+  if (device == engine::Device::Cuda) kv_config.device = cache::KvDevice::Cuda;
   if (const std::string err = cache::kv_config_error(kv_config); !err.empty()) throw std::invalid_argument(err);
   const int64_t tokens = int64_t(prompt_ids.size()) + options.max_tokens;
   kv_config.num_blocks = int((tokens + f.kv_block_size - 1) / f.kv_block_size);
@@ -120,6 +126,9 @@ void add_generate_command(CLI::App& app) {
                   "int8-static / fp8 KV: |x| mapped to the largest code (0 = calibrate from the first prefill)")
       ->capture_default_str();
   cmd->add_option("--threads,-t", flags->threads, "Compute threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--device", flags->device,
+                  "Where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is present)")
+      ->capture_default_str();
   cmd->add_flag("--ignore-eos", flags->ignore_eos, "Keep generating past the end-of-sequence token");
   cmd->callback([flags] { run_generate(*flags); });
 }

@@ -84,8 +84,13 @@ void load(const ServerConfig& config, ServedModel* served) {
                  "that writes short English stories). Serve another with --model path/to/model.gguf or "
                  "--model path/to/hf-folder.");
   served->loaded.emplace(config.model.empty() ? engine::load_builtin_model() : engine::load_model(config.model));
-  served->model = std::make_unique<engine::Model>(std::move(served->loaded->weights));
+  engine::Device device;
+  std::string why;
+  if (!engine::resolve_device(config.device, &device, &why)) throw std::invalid_argument(why);
+  spdlog::info("device: {} ({})", engine::device_name(device), why);
+  served->model = std::make_unique<engine::Model>(std::move(served->loaded->weights), device);
   const engine::ModelConfig& c = served->model->config();
+  const bool on_gpu = device == engine::Device::Cuda;
 
   if (config.max_model_len > c.max_seq_len)
     throw std::invalid_argument("--max-model-len " + std::to_string(config.max_model_len) +
@@ -95,16 +100,33 @@ void load(const ServerConfig& config, ServedModel* served) {
   kernels::parse_kv_dtype(config.kv_cache_dtype, &dtype);  // validated with the config
   cache::KvCacheConfig kv_config{c.num_layers,           c.num_kv_heads, c.head_dim, config.kv_block_size, 0, dtype,
                                  config.kv_quant_group, float(config.kv_static_amax)};
+  if (on_gpu) kv_config.device = cache::KvDevice::Cuda;
   if (const std::string err = cache::kv_config_error(kv_config); !err.empty()) throw std::invalid_argument(err);
 
-  // The budget, but no more than max_num_seqs full-length sequences can hold at once.
-  const int64_t budget = server::parse_memory_size(config.kv_cache_memory, server::physical_memory_bytes());
+  // The budget, but no more than max_num_seqs full-length sequences can hold at once. On the GPU (vLLM's
+  // rule): gpu_memory_utilization of its memory, less what is in use now (the weights, other processes) and
+  // the activations of the largest step.
+  int64_t budget = 0;
+  std::string budget_setting;
+  if (on_gpu) {
+    const engine::GpuMemory mem = engine::gpu_memory();
+    const int64_t activations = served->model->activation_bytes(config.max_num_batched_tokens, config.max_num_seqs);
+    budget = std::max<int64_t>(0, int64_t(double(mem.total) * config.gpu_memory_utilization) -
+                                      (mem.total - mem.free) - activations);
+    spdlog::info("GPU memory: {} total, {} of weights, {} in use, {} kept for activations; KV budget {}",
+                 format_bytes(mem.total), format_bytes(served->model->device_weight_bytes()),
+                 format_bytes(mem.total - mem.free), format_bytes(activations), format_bytes(budget));
+    budget_setting = "--gpu-memory-utilization " + std::to_string(config.gpu_memory_utilization);
+  } else {
+    budget = server::parse_memory_size(config.kv_cache_memory, server::physical_memory_bytes());
+    budget_setting = "--kv-cache-memory " + config.kv_cache_memory;
+  }
   const int64_t blocks_per_seq = (int64_t(max_model_len) + config.kv_block_size - 1) / config.kv_block_size;
   const int64_t useful_blocks = blocks_per_seq * config.max_num_seqs;
   const int64_t budget_blocks = cache::blocks_for_bytes(kv_config, std::min<int64_t>(budget, int64_t(1) << 60));
   kv_config.num_blocks = int(std::min<int64_t>({budget_blocks, useful_blocks, INT32_MAX}));
   if (kv_config.num_blocks < blocks_per_seq)
-    throw std::invalid_argument("--kv-cache-memory " + config.kv_cache_memory + " (" + format_bytes(budget) + ") holds " +
+    throw std::invalid_argument(budget_setting + " (" + format_bytes(budget) + ") holds " +
                                 std::to_string(kv_config.num_blocks) + " KV blocks, fewer than the " +
                                 std::to_string(blocks_per_seq) + " one sequence of max_model_len " +
                                 std::to_string(max_model_len) + " tokens needs; raise it or lower --max-model-len");
@@ -280,9 +302,16 @@ void add_serve_command(CLI::App& app) {
                                                  "int8-static / fp8 KV: the |K| and |V| mapped to the largest code "
                                                  "(default 0 = calibrate each layer from the first prefill)");
   add_flag_option<&ServerConfig::kv_cache_memory>(cmd, *flags, "--kv-cache-memory", v.kv_cache_memory,
-                                                  "KV cache size: bytes (512M, 2G) or a share of RAM (20%) (default 20%)");
+                                                  "cpu: KV cache size, bytes (512M, 2G) or a share of RAM (20%) (default 20%)");
   add_flag_option<&ServerConfig::kv_block_size>(cmd, *flags, "--kv-block-size", v.kv_block_size,
                                                 "Tokens per KV cache block, a power of two (default 16)");
+  add_flag_option<&ServerConfig::device>(cmd, *flags, "--device", v.device,
+                                         "Where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is "
+                                         "present) (default auto)");
+  add_flag_option<&ServerConfig::gpu_memory_utilization>(
+      cmd, *flags, "--gpu-memory-utilization", v.gpu_memory_utilization,
+      "cuda: share of the GPU's memory for the weights, the activations and the KV cache, which gets what is "
+      "left (default 0.9)");
   add_flag_option<&ServerConfig::threads>(cmd, *flags, "--threads,-t", v.threads, "Compute threads; 0 = all cores");
   add_flag_option<&ServerConfig::http_threads>(cmd, *flags, "--http-threads", v.http_threads,
                                                "Threads serving HTTP (default 2)");

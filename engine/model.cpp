@@ -4,14 +4,23 @@
 #include <algorithm>
 #include <cmath>
 #include <new>
+#include <stdexcept>
 #include <utility>
 
 #include "engine/mapped_file.h"
+#if INFLIGHT_CUDA
+#include "engine/model_cuda.h"
+#include "kernels/cuda/attention.h"
+#endif
 #include "kernels/attention_params.h"
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
 
 namespace inflight::engine {
+
+#if !INFLIGHT_CUDA
+class CudaModel {};  // a build without the CUDA backend: Model never makes one
+#endif
 
 using kernels::matmul;
 
@@ -52,7 +61,80 @@ void interleave_matrices(ModelWeights& w, bool in_place) {
   if (buffer.owner) w.storage.push_back(std::move(buffer.owner));
 }
 
-Model::Model(ModelWeights weights) : w_(std::move(weights)) { interleave_matrices(w_, false); }
+const char* device_name(Device d) { return d == Device::Cuda ? "cuda" : "cpu"; }
+
+bool resolve_device(const std::string& name, Device* out, std::string* why) {
+  if (name != "auto" && name != "cpu" && name != "cuda") {
+    *why = "unknown device '" + name + "' (auto, cpu, cuda)";
+    return false;
+  }
+  if (name == "cpu") {
+    *out = Device::Cpu;
+    *why = "asked for";
+    return true;
+  }
+#if INFLIGHT_CUDA
+  std::string missing;
+  if (kernels::cuda::device_available(&missing)) {
+    *out = Device::Cuda;
+    *why = name == "auto" ? "auto: a CUDA device is present" : "asked for";
+    return true;
+  }
+#else
+  const std::string missing = "this build has no CUDA backend (built with INFLIGHT_CUDA=OFF)";
+#endif
+  if (name == "cuda") {
+    *why = "--device cuda: " + missing;
+    return false;
+  }
+  *out = Device::Cpu;
+  *why = "auto: " + missing;
+  return true;
+}
+
+Model::Model(ModelWeights weights, Device device) : w_(std::move(weights)), device_(device) {
+  if (device_ == Device::Cpu) {
+    interleave_matrices(w_, false);
+    return;
+  }
+#if INFLIGHT_CUDA
+  std::string why;
+  if (!kernels::cuda::device_available(&why)) throw std::runtime_error("--device cuda: " + why);
+  cuda_ = std::make_unique<CudaModel>(w_);
+#else
+  throw std::runtime_error("--device cuda: this build has no CUDA backend (built with INFLIGHT_CUDA=OFF)");
+#endif
+}
+
+Model::~Model() = default;
+
+GpuMemory gpu_memory() {
+  GpuMemory m;
+#if INFLIGHT_CUDA
+  size_t free = 0, total = 0;
+  if (kernels::cuda::device_available(nullptr) && cudaMemGetInfo(&free, &total) == cudaSuccess) {
+    m.free = int64_t(free);
+    m.total = int64_t(total);
+  }
+#endif
+  return m;
+}
+
+int64_t Model::activation_bytes(int max_tokens, int max_logits_rows) const {
+  const ModelConfig& c = w_.config;
+  // f32 [T, *]: x, xb, q, attention out, k, v, gate, up; the half copy of a GEMM's input; metadata; the logits
+  // rows, their normed inputs; and 64 MiB for cuBLAS and the attention kernels' split-K states.
+  const int64_t per_token = 4 * (2 * int64_t(c.dim) + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * int64_t(c.ffn_dim)) +
+                            2 * std::max<int64_t>({c.dim, c.q_dim(), c.ffn_dim}) + 64;
+  return per_token * max_tokens + 4 * int64_t(max_logits_rows) * (c.vocab_size + c.dim) + (int64_t(64) << 20);
+}
+
+int64_t Model::device_weight_bytes() const {
+#if INFLIGHT_CUDA
+  if (cuda_) return cuda_->weight_bytes();
+#endif
+  return 0;
+}
 
 void Model::ensure_scratch(int num_tokens) {
   if (num_tokens <= scratch_tokens_) return;
@@ -70,6 +152,14 @@ void Model::ensure_scratch(int num_tokens) {
 }
 
 void Model::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* logits) {
+#if INFLIGHT_CUDA
+  if (cuda_) {
+    cuda_->forward(batch, kv, logits);
+    last_num_passes_ = 1;
+    return;
+  }
+#endif
+  if (kv.on_device()) throw std::logic_error("Model::forward: a CPU model with a KV cache in GPU memory");
   const int T = batch.num_tokens(), max_pass = max_pass_tokens_;
   // One pass where slices cannot be: beams (their rows index the whole batch), logits rows out of token
   // order, or a per-tensor KV scale still to be calibrated from this step's keys and values.

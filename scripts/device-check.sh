@@ -1,28 +1,42 @@
 #!/usr/bin/env bash
 # The GPU check, in one go, on a machine with an NVIDIA GPU (H100 / H200; Ampere and later).
 #
-#   scripts/device-check.sh --bundle [build-dir]   # here: build the CUDA tests and benchmark (sm_80 + sm_90),
-#                                                  # copy them and the golden data they read into build-device/
+#   scripts/device-check.sh --bundle [build-dir]   # here: build the CUDA tests and benchmarks (sm_80 + sm_90),
+#                                                  # copy them, the Debian libraries they load and the
+#                                                  # reference data they read into build-device/
 #   scripts/device-check.sh                        # there: run them from build-device/, summary in $OUT
 #
-# The binaries link the CUDA runtime statically; the benchmark takes cuBLAS from the GPU machine's CUDA
-# install or its Python wheels. Without $OUT the results go to build-device/out. Budget: 8 minutes.
+# The CUDA runtime is linked statically; cuBLAS comes from the GPU machine's CUDA install or its Python wheels.
+# Without $OUT the results go to build-device/out. Budget: 8 minutes. BENCH_ATTENTION_ARGS (default --quick)
+# and BENCH_ENGINE_ARGS choose the benchmarks' cases; SKIP_TESTS=1 runs only the benchmarks.
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bundle="$root/build-device"
 
 if [ "${1:-}" = "--bundle" ]; then
   set -e
-  build="${2:-$root/build}"
-  bash "$root/scripts/build.sh" "$build" >/dev/null
-  cmake --build "$build" --target test_kernels_cuda bench_attention_cuda
+  build="${2:-$root/build-cuda}"
+  # Hopper machine code only (the GPU machines are H100 / H200): a quarter of the size of sm_80 + sm_90 + PTX.
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${BUNDLE_CUDA_ARCHITECTURES:-90-real}" >/dev/null
+  cmake --build "$build" -j"$(nproc)" --target test_kernels_cuda test_engine_cuda bench_attention_cuda bench_engine
   rm -rf "$bundle"
-  mkdir -p "$bundle/shared/golden"
-  cp "$build/tests/test_kernels_cuda" "$build/bench/bench_attention_cuda" "$bundle/"
-  cp -r "$root/../shared/golden/gqa" "$bundle/shared/golden/"
+  mkdir -p "$bundle/shared/golden" "$bundle/shared/models/stories260K" "$bundle/lib"
+  cp "$build/tests/test_kernels_cuda" "$build/tests/test_engine_cuda" "$build/bench/bench_attention_cuda" \
+     "$build/bench/bench_engine" "$bundle/"
+  cp -r "$root/../shared/golden/gqa" "$root/../shared/golden/stories260K_greedy.json" "$bundle/shared/golden/"
+  cp "$root/../shared/models/stories260K/stories260K.gguf" "$bundle/shared/models/stories260K/"
+  # The Debian libraries the engine loads (spdlog, fmt, sentencepiece, PCRE2, utf8proc); not libc, libstdc++
+  # or CUDA's.
+  ldd "$build/bench/bench_engine" | awk '$3 ~ /^\/lib/ && $1 !~ /^lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so/ {print $3}' |
+    xargs -r cp -L -t "$bundle/lib"
+  # One gzip'd tar: the binaries' device code compresses to half, and what travels to the GPU machine is limited.
+  tar -C "$bundle" -czf "$root/build-device.tgz" .
+  rm -rf "$bundle" && mkdir -p "$bundle" && mv "$root/build-device.tgz" "$bundle/bundle.tgz"
   du -sh "$bundle"
   exit 0
 fi
+[ -f "$bundle/bundle.tgz" ] && [ ! -x "$bundle/test_kernels_cuda" ] && tar -C "$bundle" -xzf "$bundle/bundle.tgz"
 
 out="${OUT:-$bundle/out}"
 mkdir -p "$out"
@@ -33,30 +47,49 @@ say() { echo "$*" | tee -a "$summary"; }
 [ -x "$bundle/test_kernels_cuda" ] || { say "no bundle: run scripts/device-check.sh --bundle first"; exit 2; }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | sed 's/^/gpu: /' | tee -a "$summary"
 
-# cuBLAS for the benchmark: the toolkit's, else the Python wheels'.
+# cuBLAS (the engine and the attention benchmark): the toolkit's, else the Python wheels'.
 for dir in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib \
            $(python3 -c 'import nvidia.cublas, os; print(os.path.join(list(nvidia.cublas.__path__)[0], "lib"))' 2>/dev/null); do
   if ls "$dir"/libcublas.so.* >/dev/null 2>&1; then export LD_LIBRARY_PATH="$dir:${LD_LIBRARY_PATH:-}"; fi
 done
 
+export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
+
 # Each test case in a process of its own (a crash or a hang costs one case, not the rest), line-buffered so a
 # killed case still leaves its output; -s prints every case's measured error, passing or not.
-count=$("$bundle/test_kernels_cuda" --count 2>/dev/null | sed -n 's/.*unskipped test cases passing the current filters: \([0-9]*\).*/\1/p')
 rc=0
-for i in $(seq 1 "${count:-0}"); do
-  start=$(date +%s)
-  INFLIGHT_SHARED_DIR="$bundle/shared" timeout 150 stdbuf -oL -eL "$bundle/test_kernels_cuda" --first=$i --last=$i -s \
-    >"$out/test$i.log" 2>&1
-  case_rc=$?
-  [ $case_rc -eq 0 ] || rc=1
-  say "case $i: exit $case_rc ($(( $(date +%s) - start )) s): $(grep -m1 'TEST CASE' "$out/test$i.log" | sed 's/.*TEST CASE: *//')"
-  grep -E 'ERROR|FATAL|max \|cuda - ref\||abort|error' "$out/test$i.log" | head -30 >>"$summary"
-done
-cat "$out"/test*.log >"$out/test.log" 2>/dev/null; rm -f "$out"/test[0-9]*.log
-say "cuda tests: $([ $rc -eq 0 ] && echo passed || echo FAILED), $count cases"
+run_cases() {  # binary
+  local bin="$bundle/$1" count i start case_rc failed=0
+  count=$("$bin" --count 2>/dev/null | sed -n 's/.*unskipped test cases passing the current filters: \([0-9]*\).*/\1/p')
+  for i in $(seq 1 "${count:-0}"); do
+    start=$(date +%s)
+    INFLIGHT_SHARED_DIR="$bundle/shared" timeout 150 stdbuf -oL -eL "$bin" --first=$i --last=$i -s \
+      >"$out/$1.$i.log" 2>&1
+    case_rc=$?
+    [ $case_rc -eq 0 ] || failed=1
+    say "$1 case $i: exit $case_rc ($(( $(date +%s) - start )) s): $(grep -m1 'TEST CASE' "$out/$1.$i.log" | sed 's/.*TEST CASE: *//')"
+    grep -E 'ERROR|FATAL|max \|cuda - ref\||max \|logit|tokens equal|abort|error' "$out/$1.$i.log" | head -30 >>"$summary"
+  done
+  cat "$out/$1".[0-9]*.log >"$out/$1.log" 2>/dev/null; rm -f "$out/$1".[0-9]*.log
+  say "$1: $([ $failed -eq 0 ] && echo passed || echo FAILED), ${count:-0} cases"
+  [ $failed -eq 0 ] || rc=1
+}
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
+  run_cases test_kernels_cuda
+  run_cases test_engine_cuda
+fi
 
 start=$(date +%s)
-timeout "${BENCH_TIMEOUT:-200}" stdbuf -oL "$bundle/bench_attention_cuda" ${BENCH_ARGS:-} >"$out/bench.log" 2>&1
-say "bench: exit $? ($(( $(date +%s) - start )) s)"
-grep -v '^{' "$out/bench.log" >>"$summary"
+timeout "${BENCH_TIMEOUT:-150}" stdbuf -oL "$bundle/bench_attention_cuda" ${BENCH_ATTENTION_ARGS:---quick} \
+  >"$out/bench_attention.log" 2>&1
+say "bench_attention_cuda: exit $? ($(( $(date +%s) - start )) s)"
+grep -v '^{' "$out/bench_attention.log" >>"$summary"
+
+# The whole model: TinyLlama-1.1B's shape with random f16 weights, written first to the temp folder.
+start=$(date +%s)
+timeout "${BENCH_TIMEOUT:-150}" stdbuf -oL "$bundle/bench_engine" \
+  ${BENCH_ENGINE_ARGS:-preset:tinyllama-1.1b:f16 --device cuda --concurrency 1,16,64 --rounds 2} \
+  >"$out/bench_engine.log" 2>&1
+say "bench_engine: exit $? ($(( $(date +%s) - start )) s)"
+tail -12 "$out/bench_engine.log" >>"$summary"
 exit $rc

@@ -43,6 +43,8 @@ void for_each_field(ServerConfig& c, Fn&& fn) {
   fn("kv_block_size", c.kv_block_size);
   fn("enable_prefix_caching", c.enable_prefix_caching);
   fn("webui", c.webui);
+  fn("device", c.device);
+  fn("gpu_memory_utilization", c.gpu_memory_utilization);
   fn("threads", c.threads);
   fn("http_threads", c.http_threads);
   fn("max_connections", c.max_connections);
@@ -145,6 +147,10 @@ void validate(const ServerConfig& c) {
   require(c.kv_block_size > 0 && (c.kv_block_size & (c.kv_block_size - 1)) == 0,
           "kv_block_size must be a power of two, got " + std::to_string(c.kv_block_size));
   parse_memory_size(c.kv_cache_memory, int64_t(1) << 30);
+  require(c.device == "auto" || c.device == "cpu" || c.device == "cuda",
+          "device must be one of auto, cpu, cuda, got '" + c.device + "'");
+  require(c.gpu_memory_utilization > 0 && c.gpu_memory_utilization <= 1,
+          "gpu_memory_utilization must be in (0, 1]");
   require(c.threads >= 0, "threads must be >= 0 (0: all cores)");
   require(c.http_threads >= 1 && c.http_threads <= 256, "http_threads must be in [1, 256]");
   require(c.max_connections >= 1, "max_connections must be at least 1");

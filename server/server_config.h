@@ -23,10 +23,12 @@ struct ServerConfig {
   std::string kv_cache_dtype = "f16";
   int kv_quant_group = 0;              // int8: channels sharing one scale; 0: the head dim
   double kv_static_amax = 0;           // int8-static, fp8: |K| and |V| of the largest code; 0: calibrate
-  std::string kv_cache_memory = "20%"; // bytes ("512M", "2G", "1073741824") or a share of physical RAM ("20%")
+  std::string kv_cache_memory = "20%"; // cpu: bytes ("512M", "2G", "1073741824") or a share of physical RAM ("20%")
   int kv_block_size = 16;              // tokens per KV block, a power of two
   bool enable_prefix_caching = true;
   bool webui = true;                   // GET / serves the built-in web page (--no-webui: 404)
+  std::string device = "auto";         // where the model runs: cpu, cuda, or auto (cuda when a GPU is present)
+  double gpu_memory_utilization = 0.9; // cuda: share of the GPU's memory for weights, activations and the KV cache
   int threads = 0;                     // compute threads; 0: all cores
   int http_threads = 2;                // Asio threads serving HTTP
   int max_connections = 512;           // open client connections; beyond it: 503 and closed

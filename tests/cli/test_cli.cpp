@@ -7,6 +7,7 @@
 #include <string>
 #include <sys/wait.h>
 
+#include "engine/model.h"
 #include "engine/model_loader.h"
 #include "test_support.h"
 
@@ -122,5 +123,24 @@ TEST_SUITE("cli") {
     r = run("generate --top-p 0");
     CHECK(r.status == 1);
     CHECK(r.output.find("top_p") != std::string::npos);
+    r = run("generate --device gpu");
+    CHECK(r.status == 1);
+    CHECK(r.output.find("unknown device 'gpu' (auto, cpu, cuda)") != std::string::npos);
+  }
+
+  TEST_CASE("--device: cpu runs on the CPU, auto says what it chose, cuda without a GPU is a clear error") {
+    CommandResult r = run("generate -n 4 --temperature 0 --device cpu");
+    CHECK(r.status == 0);
+    CHECK(r.output.find("device: cpu (asked for)") != std::string::npos);
+    if (inflight::engine::gpu_memory().total > 0) return;  // a GPU machine: the cuda tests cover the rest
+    r = run("generate -n 4 --temperature 0 --device auto");
+    CHECK(r.status == 0);
+    CHECK(r.output.find("device: cpu (auto: ") != std::string::npos);
+    for (const char* cmd : {"generate -n 4 --device cuda", "serve --port 0 --device cuda"}) {
+      CAPTURE(cmd);
+      r = run(cmd);
+      CHECK(r.status == 1);
+      CHECK(r.output.find("--device cuda: ") != std::string::npos);
+    }
   }
 }
