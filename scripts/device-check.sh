@@ -19,17 +19,18 @@ if [ "${1:-}" = "--bundle" ]; then
   # Hopper machine code only (the GPU machines are H100 / H200): a quarter of the size of sm_80 + sm_90 + PTX.
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFLIGHT_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="${BUNDLE_CUDA_ARCHITECTURES:-90-real}" >/dev/null
-  cmake --build "$build" -j"$(nproc)" --target test_kernels_cuda test_engine_cuda bench_attention_cuda bench_engine
+  cmake --build "$build" -j"$(nproc)" --target inflight test_kernels_cuda test_engine_cuda test_server \
+    bench_attention_cuda bench_engine
   rm -rf "$bundle"
   mkdir -p "$bundle/shared/golden" "$bundle/shared/models/stories260K" "$bundle/lib"
-  cp "$build/tests/test_kernels_cuda" "$build/tests/test_engine_cuda" "$build/bench/bench_attention_cuda" \
-     "$build/bench/bench_engine" "$bundle/"
+  cp "$build/inflight" "$build/tests/test_kernels_cuda" "$build/tests/test_engine_cuda" "$build/tests/test_server" \
+     "$build/bench/bench_attention_cuda" "$build/bench/bench_engine" "$bundle/"
   cp -r "$root/../shared/golden/gqa" "$root/../shared/golden/stories260K_greedy.json" "$bundle/shared/golden/"
   cp "$root/../shared/models/stories260K/stories260K.gguf" "$bundle/shared/models/stories260K/"
   # The Debian libraries the engine loads (spdlog, fmt, sentencepiece, PCRE2, utf8proc); not libc, libstdc++
   # or CUDA's.
-  ldd "$build/bench/bench_engine" | awk '$3 ~ /^\/lib/ && $1 !~ /^lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so/ {print $3}' |
-    xargs -r cp -L -t "$bundle/lib"
+  ldd "$build/inflight" "$build/tests/test_server" "$build/bench/bench_engine" | awk '$3 ~ /^\/lib/ && $1 !~ /^lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so/ {print $3}' |
+    sort -u | xargs -r cp -L -t "$bundle/lib"
   # One gzip'd tar: the binaries' device code compresses to half, and what travels to the GPU machine is limited.
   tar -C "$bundle" -czf "$root/build-device.tgz" .
   rm -rf "$bundle" && mkdir -p "$bundle" && mv "$root/build-device.tgz" "$bundle/bundle.tgz"
@@ -58,25 +59,34 @@ export LD_LIBRARY_PATH="$bundle/lib:${LD_LIBRARY_PATH:-}"
 # Each test case in a process of its own (a crash or a hang costs one case, not the rest), line-buffered so a
 # killed case still leaves its output; -s prints every case's measured error, passing or not.
 rc=0
-run_cases() {  # binary
-  local bin="$bundle/$1" count i start case_rc failed=0
-  count=$("$bin" --count 2>/dev/null | sed -n 's/.*unskipped test cases passing the current filters: \([0-9]*\).*/\1/p')
+run_cases() {  # binary [doctest filters...]
+  local name=$1 bin="$bundle/$1" count i start case_rc failed=0
+  shift
+  count=$("$bin" "$@" --count 2>/dev/null | sed -n 's/.*unskipped test cases passing the current filters: \([0-9]*\).*/\1/p')
+  if [ "${count:-0}" -eq 0 ]; then  # skipped (no usable GPU) or a broken binary: nothing ran, which is no pass
+    say "$name: NOTHING RAN: $("$bin" "$@" --count 2>&1 | head -1)"
+    rc=1
+    return
+  fi
   for i in $(seq 1 "${count:-0}"); do
     start=$(date +%s)
-    INFLIGHT_SHARED_DIR="$bundle/shared" timeout 150 stdbuf -oL -eL "$bin" --first=$i --last=$i -s \
-      >"$out/$1.$i.log" 2>&1
+    timeout 150 stdbuf -oL -eL "$bin" "$@" --first=$i --last=$i -s >"$out/$name.$i.log" 2>&1
     case_rc=$?
     [ $case_rc -eq 0 ] || failed=1
-    say "$1 case $i: exit $case_rc ($(( $(date +%s) - start )) s): $(grep -m1 'TEST CASE' "$out/$1.$i.log" | sed 's/.*TEST CASE: *//')"
-    grep -E 'ERROR|FATAL|max \|cuda - ref\||max \|logit|tokens equal|abort|error' "$out/$1.$i.log" | head -30 >>"$summary"
+    say "$name case $i: exit $case_rc ($(( $(date +%s) - start )) s): $(grep -m1 'TEST CASE' "$out/$name.$i.log" | sed 's/.*TEST CASE: *//')"
+    grep -E 'ERROR|FATAL|max \|cuda - ref\||max \|logit|tokens equal|abort|error' "$out/$name.$i.log" | head -30 >>"$summary"
   done
-  cat "$out/$1".[0-9]*.log >"$out/$1.log" 2>/dev/null; rm -f "$out/$1".[0-9]*.log
-  say "$1: $([ $failed -eq 0 ] && echo passed || echo FAILED), ${count:-0} cases"
+  cat "$out/$name".[0-9]*.log >"$out/$name.log" 2>/dev/null; rm -f "$out/$name".[0-9]*.log
+  say "$name: $([ $failed -eq 0 ] && echo passed || echo FAILED), ${count:-0} cases"
   [ $failed -eq 0 ] || rc=1
 }
+export INFLIGHT_SHARED_DIR="$bundle/shared" INFLIGHT_BINARY_PATH="$bundle/inflight"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   run_cases test_kernels_cuda
   run_cases test_engine_cuda
+  export INFLIGHT_TEST_DEVICE=cuda  # the server under test runs the model on the GPU
+  run_cases test_server "--test-suite=serve generation"
+  unset INFLIGHT_TEST_DEVICE
 fi
 
 start=$(date +%s)

@@ -19,6 +19,12 @@ inline std::filesystem::path shared_dir() {
   if (const char* env = std::getenv("INFLIGHT_SHARED_DIR")) return env;
   return INFLIGHT_SHARED_DIR;
 }
+// The `inflight` executable under test: $INFLIGHT_BINARY_PATH, else the build's own (where the test binaries
+// run from a copy, as scripts/device-check.sh runs them on a GPU machine).
+inline std::string inflight_binary() {
+  if (const char* env = std::getenv("INFLIGHT_BINARY_PATH")) return env;
+  return INFLIGHT_BINARY;
+}
 inline std::filesystem::path stories_dir() { return shared_dir() / "models" / "stories260K"; }
 inline std::string stories_gguf() { return (stories_dir() / "stories260K.gguf").string(); }
 inline std::string stories_hf() { return (stories_dir() / "hf").string(); }
@@ -54,7 +60,7 @@ struct CommandResult {
 
 // Runs the `inflight` executable under test with `args` (shell syntax) and waits for it.
 inline CommandResult run_inflight(const std::string& args, bool stdout_only = false) {
-  const std::string cmd = std::string(INFLIGHT_BINARY) + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
+  const std::string cmd = inflight_binary() + " " + args + (stdout_only ? " 2>/dev/null" : " 2>&1");
   CommandResult r;
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return r;

@@ -28,7 +28,7 @@ class ServerProcess {
   explicit ServerProcess(const std::vector<std::string>& args, const std::vector<std::string>& env = {})
       : dir_("serve") {
     log_path_ = dir_ / "server.log";
-    std::vector<std::string> argv = {INFLIGHT_BINARY, "serve", "--host", "127.0.0.1", "--port", "0"};
+    std::vector<std::string> argv = {inflight_binary(), "serve", "--host", "127.0.0.1", "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
