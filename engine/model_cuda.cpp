@@ -1,6 +1,7 @@
 // The Llama-family forward pass on the GPU, step for step as Model::forward_pass (model.cpp) does it on the
-// CPU: embedding, then per layer RMSNorm -> Q/K/V -> RoPE + KV append + attention -> O -> residual add and
-// RMSNorm -> gate/up -> SiLU * up -> down, then the final norm and the LM head over the logits rows.
+// CPU: embedding, then per layer RMSNorm -> Q/K/V (one GEMM) -> RoPE + KV append + attention -> O -> residual
+// add and RMSNorm -> gate/up (one GEMM) -> SiLU * up -> down, then the final norm and the LM head over the
+// logits rows. A kernel that feeds a GEMM writes its output in the GEMM's element type.
 #include "engine/model_cuda.h"
 
 #include <cublas_v2.h>
@@ -53,9 +54,9 @@ struct DeviceMatrix {
 };
 
 struct DeviceLayer {
-  DeviceMatrix wq, wk, wv, wo, gate, up, down;
+  DeviceMatrix qkv, wo, gate_up, down;  // qkv: wq, wk, wv stacked; gate_up: w_gate, w_up stacked
   float *attn_norm = nullptr, *ffn_norm = nullptr;
-  float *bq = nullptr, *bk = nullptr, *bv = nullptr, *q_norm = nullptr, *k_norm = nullptr;  // optional
+  float *bqkv = nullptr, *q_norm = nullptr, *k_norm = nullptr;  // optional
 };
 
 // A device buffer that grows on demand (contents are not kept).
@@ -130,83 +131,96 @@ struct CudaModel::Impl {
   std::vector<DeviceLayer> layers;
   kc::Workspace attention_ws;
   MetaPacker meta;
-  // Activations, [T, *] f32 (operand: the half copy of a GEMM's input); grown on demand.
-  Scratch meta_dev, x, xb, q, k, v, att, hb, hb2, operand, rows, logits;
+  // Activations, [T, *] f32 (half: a GEMM's input in F16 / BF16); grown on demand.
+  Scratch meta_dev, x, xb, qkv, att, gate_up, hb, half, rows, logits;
+  Scratch* scratch[10] = {&meta_dev, &x, &xb, &qkv, &att, &gate_up, &hb, &half, &rows, &logits};
 
   ~Impl() {
     for (void* p : owned) cudaFree(p);
-    for (Scratch* s : {&meta_dev, &x, &xb, &q, &k, &v, &att, &hb, &hb2, &operand, &rows, &logits})
+    for (Scratch* s : scratch)
       if (s->ptr != nullptr) cudaFree(s->ptr);
     if (blas != nullptr) cublasDestroy(blas);
     if (stream != nullptr) cudaStreamDestroy(stream);
   }
 
-  float* upload_vector(const std::vector<float>& v, const char* what) {
-    if (v.empty()) return nullptr;
-    auto* p = static_cast<float*>(device_alloc(v.size() * 4, what));
+  // The vectors one after another in one buffer (nullptr when all are empty).
+  float* upload_vectors(std::initializer_list<const std::vector<float>*> parts, const char* what) {
+    std::vector<float> all;
+    for (const std::vector<float>* v : parts) all.insert(all.end(), v->begin(), v->end());
+    if (all.empty()) return nullptr;
+    auto* p = static_cast<float*>(device_alloc(all.size() * 4, what));
     owned.push_back(p);
-    weight_bytes += int64_t(v.size() * 4);
-    INFLIGHT_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * 4, cudaMemcpyHostToDevice));
+    weight_bytes += int64_t(all.size() * 4);
+    INFLIGHT_CUDA_CHECK(cudaMemcpy(p, all.data(), all.size() * 4, cudaMemcpyHostToDevice));
     return p;
   }
 
-  // Rows dequantized on the host (matrix_row: any type, plain or interleaved) in chunks, rounded on the GPU.
-  DeviceMatrix upload_matrix(const kernels::WeightMatrix& w, const char* what) {
+  // The matrices' rows stacked into one (they share cols), so that one GEMM serves them all. F32 when all
+  // are F32, BF16 when all are BF16, else F16. Rows are dequantized on the host (matrix_row: any type, plain
+  // or interleaved) in chunks and rounded on the GPU.
+  DeviceMatrix upload_matrix(std::initializer_list<const kernels::WeightMatrix*> parts, const char* what) {
     DeviceMatrix d;
-    d.elem = w.dtype == kernels::DType::F32 ? Elem::F32 : w.dtype == kernels::DType::BF16 ? Elem::BF16 : Elem::F16;
-    d.rows = w.rows;
-    d.cols = w.cols;
-    const size_t bytes = size_t(w.rows) * size_t(w.cols) * elem_bytes(d.elem);
+    auto all = [&](kernels::DType t) {
+      return std::all_of(parts.begin(), parts.end(), [t](const kernels::WeightMatrix* w) { return w->dtype == t; });
+    };
+    d.elem = all(kernels::DType::F32) ? Elem::F32 : all(kernels::DType::BF16) ? Elem::BF16 : Elem::F16;
+    d.cols = (*parts.begin())->cols;
+    for (const kernels::WeightMatrix* w : parts) d.rows += w->rows;
+    const size_t bytes = size_t(d.rows) * size_t(d.cols) * elem_bytes(d.elem);
     d.data = device_alloc(bytes, what);
     owned.push_back(d.data);
     weight_bytes += int64_t(bytes);
-    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t(1) << 22) / std::max<int64_t>(w.cols, 1));
-    std::vector<float> host(size_t(std::min(chunk_rows, w.rows) * w.cols));
+    const int64_t chunk_rows = std::max<int64_t>(1, (int64_t(1) << 22) / std::max<int64_t>(d.cols, 1));
+    std::vector<float> host(size_t(chunk_rows * d.cols));
     Scratch staging;
     float* dev = d.elem == Elem::F32 ? nullptr : staging.get<float>(host.size(), what);
-    for (int64_t r0 = 0; r0 < w.rows; r0 += chunk_rows) {
-      const int64_t n = std::min(chunk_rows, w.rows - r0);
-      for (int64_t r = 0; r < n; ++r) kernels::matrix_row(w, r0 + r, host.data() + r * w.cols);
-      const size_t count = size_t(n * w.cols);
-      if (d.elem == Elem::F32) {
-        INFLIGHT_CUDA_CHECK(cudaMemcpy(static_cast<float*>(d.data) + r0 * w.cols, host.data(), count * 4,
-                                       cudaMemcpyHostToDevice));
-      } else {
-        INFLIGHT_CUDA_CHECK(cudaMemcpy(dev, host.data(), count * 4, cudaMemcpyHostToDevice));
-        kc::convert(dev, d.elem, static_cast<uint8_t*>(d.data) + size_t(r0 * w.cols) * 2, int64_t(count), nullptr);
+    int64_t row0 = 0;  // of d
+    for (const kernels::WeightMatrix* w : parts) {
+      for (int64_t r0 = 0; r0 < w->rows; r0 += chunk_rows) {
+        const int64_t n = std::min(chunk_rows, w->rows - r0);
+        for (int64_t r = 0; r < n; ++r) kernels::matrix_row(*w, r0 + r, host.data() + r * d.cols);
+        const size_t count = size_t(n * d.cols), at = size_t((row0 + r0) * d.cols);
+        if (d.elem == Elem::F32) {
+          INFLIGHT_CUDA_CHECK(cudaMemcpy(static_cast<float*>(d.data) + at, host.data(), count * 4,
+                                         cudaMemcpyHostToDevice));
+        } else {
+          INFLIGHT_CUDA_CHECK(cudaMemcpy(dev, host.data(), count * 4, cudaMemcpyHostToDevice));
+          kc::convert(dev, d.elem, static_cast<uint8_t*>(d.data) + at * 2, int64_t(count), nullptr);
+          INFLIGHT_CUDA_CHECK(cudaDeviceSynchronize());  // before the next chunk overwrites the staging
+        }
       }
+      row0 += w->rows;
     }
-    INFLIGHT_CUDA_CHECK(cudaDeviceSynchronize());
     if (staging.ptr != nullptr) INFLIGHT_CUDA_CHECK(cudaFree(staging.ptr));
     return d;
   }
 
-  // y [T, w.rows] = x [T, w.cols] * w^T, for each (w, y) of one input x: x is rounded to a half type once
-  // per type the matrices need. F32 matrices multiply in plain f32 (no TF32).
-  void matmuls(std::initializer_list<std::pair<const DeviceMatrix*, float*>> targets, const float* x, int64_t T) {
+  // Where a kernel writes the input of a GEMM over w: f32 (the given buffer) or the half buffer.
+  void* operand_for(const DeviceMatrix& w, float* f32, int64_t T) {
+    return w.elem == Elem::F32 ? static_cast<void*>(f32) : half.get<uint16_t>(size_t(T * w.cols), "a GEMM input");
+  }
+
+  // y [T, w.rows] = x [T, w.cols] * w^T in f32, x in w's element type; F32 in plain f32 (no TF32).
+  void gemm(const DeviceMatrix& w, const void* x, float* y, int64_t T) {
     if (T == 0) return;
-    bool have = false;
-    Elem have_elem = Elem::F32;
-    for (const auto& [w, y] : targets) {
-      const void* b = x;
-      cudaDataType_t type = CUDA_R_32F;
-      cublasComputeType_t compute = CUBLAS_COMPUTE_32F_PEDANTIC;
-      if (w->elem != Elem::F32) {
-        void* half = operand.get<uint16_t>(size_t(T * w->cols), "a GEMM operand");
-        if (!have || have_elem != w->elem) kc::convert(x, w->elem, half, T * w->cols, stream);
-        have = true;
-        have_elem = w->elem;
-        b = half;
-        type = w->elem == Elem::F16 ? CUDA_R_16F : CUDA_R_16BF;
-        compute = CUBLAS_COMPUTE_32F;
-      }
-      const float alpha = 1.0f, beta = 0.0f;
-      // Column-major: y^T [rows, T] = W [cols, rows]^T * x^T [cols, T].
-      check_cublas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(w->rows), int(T), int(w->cols), &alpha, w->data,
-                                type, int(w->cols), b, type, int(w->cols), &beta, y, CUDA_R_32F, int(w->rows),
-                                compute, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
+    const cudaDataType_t type = w.elem == Elem::F32 ? CUDA_R_32F : w.elem == Elem::F16 ? CUDA_R_16F : CUDA_R_16BF;
+    const cublasComputeType_t compute = w.elem == Elem::F32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+    const float alpha = 1.0f, beta = 0.0f;
+    // Column-major: y^T [rows, T] = W [cols, rows]^T * x^T [cols, T].
+    check_cublas(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, int(w.rows), int(T), int(w.cols), &alpha, w.data, type,
+                              int(w.cols), x, type, int(w.cols), &beta, y, CUDA_R_32F, int(w.rows), compute,
+                              CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+  }
+  // The same from an f32 x, rounded to w's type first where that is a half type.
+  void gemm_f32(const DeviceMatrix& w, const float* x, float* y, int64_t T) {
+    const void* in = x;
+    if (w.elem != Elem::F32) {
+      void* h = operand_for(w, nullptr, T);
+      kc::convert(x, w.elem, h, T * w.cols, stream);
+      in = h;
     }
+    gemm(w, in, y, T);
   }
 };
 
@@ -225,25 +239,20 @@ CudaModel::CudaModel(const ModelWeights& w) : impl_(std::make_unique<Impl>()) {
   check_cublas(cublasSetStream(m.blas, m.stream), "cublasSetStream");
   check_cublas(cublasSetMathMode(m.blas, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");  // no TF32
 
-  m.token_embd = m.upload_matrix(w.token_embd, "token_embd");
-  m.output = w.output.data == w.token_embd.data ? m.token_embd : m.upload_matrix(w.output, "output");
-  m.output_norm = m.upload_vector(w.output_norm, "output_norm");
+  m.token_embd = m.upload_matrix({&w.token_embd}, "token_embd");
+  m.output = w.output.data == w.token_embd.data ? m.token_embd : m.upload_matrix({&w.output}, "output");
+  m.output_norm = m.upload_vectors({&w.output_norm}, "output_norm");
   for (const LayerWeights& l : w.layers) {
     DeviceLayer d;
-    d.attn_norm = m.upload_vector(l.attn_norm, "attn_norm");
-    d.ffn_norm = m.upload_vector(l.ffn_norm, "ffn_norm");
-    d.bq = m.upload_vector(l.bq, "q bias");
-    d.bk = m.upload_vector(l.bk, "k bias");
-    d.bv = m.upload_vector(l.bv, "v bias");
-    d.q_norm = m.upload_vector(l.q_norm, "q_norm");
-    d.k_norm = m.upload_vector(l.k_norm, "k_norm");
-    d.wq = m.upload_matrix(l.wq, "wq");
-    d.wk = m.upload_matrix(l.wk, "wk");
-    d.wv = m.upload_matrix(l.wv, "wv");
-    d.wo = m.upload_matrix(l.wo, "wo");
-    d.gate = m.upload_matrix(l.w_gate, "ffn_gate");
-    d.up = m.upload_matrix(l.w_up, "ffn_up");
-    d.down = m.upload_matrix(l.w_down, "ffn_down");
+    d.attn_norm = m.upload_vectors({&l.attn_norm}, "attn_norm");
+    d.ffn_norm = m.upload_vectors({&l.ffn_norm}, "ffn_norm");
+    d.bqkv = m.upload_vectors({&l.bq, &l.bk, &l.bv}, "q / k / v bias");
+    d.q_norm = m.upload_vectors({&l.q_norm}, "q_norm");
+    d.k_norm = m.upload_vectors({&l.k_norm}, "k_norm");
+    d.qkv = m.upload_matrix({&l.wq, &l.wk, &l.wv}, "wq / wk / wv");
+    d.wo = m.upload_matrix({&l.wo}, "wo");
+    d.gate_up = m.upload_matrix({&l.w_gate, &l.w_up}, "ffn_gate / ffn_up");
+    d.down = m.upload_matrix({&l.w_down}, "ffn_down");
     m.layers.push_back(d);
   }
 }
@@ -255,9 +264,7 @@ int64_t CudaModel::weight_bytes() const { return impl_->weight_bytes; }
 int64_t CudaModel::scratch_bytes() const {
   const Impl& m = *impl_;
   int64_t total = 0;
-  for (const Scratch* s : {&m.meta_dev, &m.x, &m.xb, &m.q, &m.k, &m.v, &m.att, &m.hb, &m.hb2, &m.operand, &m.rows,
-                           &m.logits})
-    total += int64_t(s->bytes);
+  for (const Scratch* s : m.scratch) total += int64_t(s->bytes);
   return total;
 }
 
@@ -289,20 +296,19 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
   uint8_t* meta = m.meta.upload(m.meta_dev, st);
   auto at = [meta](size_t offset) { return static_cast<void*>(meta + offset); };
 
+  const int64_t qkv_dim = c.q_dim() + 2 * int64_t(c.kv_dim());
   float* x = m.x.get<float>(size_t(T) * dim, "activations");
   float* xb = m.xb.get<float>(size_t(T) * dim, "activations");
-  float* q = m.q.get<float>(size_t(T) * c.q_dim(), "activations");
-  float* k = m.k.get<float>(size_t(T) * c.kv_dim(), "activations");
-  float* v = m.v.get<float>(size_t(T) * c.kv_dim(), "activations");
+  float* qkv = m.qkv.get<float>(size_t(T) * qkv_dim, "activations");
   float* att = m.att.get<float>(size_t(T) * c.q_dim(), "activations");
+  float* gate_up = m.gate_up.get<float>(size_t(T) * 2 * c.ffn_dim, "activations");
   float* hb = m.hb.get<float>(size_t(T) * c.ffn_dim, "activations");
-  float* hb2 = m.hb2.get<float>(size_t(T) * c.ffn_dim, "activations");
 
   kc::embed_rows(m.token_embd.data, m.token_embd.elem, dim, static_cast<const int32_t*>(at(o_ids)), T, x, st);
 
   kernels::AttentionParams ap;
-  ap.q = q;
-  ap.q_stride = c.q_dim();
+  ap.q = qkv;  // q, k and v of a token side by side, as the one GEMM writes them
+  ap.q_stride = qkv_dim;
   ap.out = att;
   ap.num_q_heads = c.num_q_heads;
   ap.num_kv_heads = c.num_kv_heads;
@@ -320,10 +326,10 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
   ap.rope = rope;
   if (c.sliding_window > 0) ap.pre_tokens = c.sliding_window - 1;
   ap.positions = static_cast<const int32_t*>(at(o_pos));
-  ap.k = k;
-  ap.k_stride = c.kv_dim();
-  ap.v = v;
-  ap.v_stride = c.kv_dim();
+  ap.k = qkv + c.q_dim();
+  ap.k_stride = qkv_dim;
+  ap.v = qkv + c.q_dim() + c.kv_dim();
+  ap.v_stride = qkv_dim;
   ap.slot_mapping = static_cast<const int64_t*>(at(o_slots));
   kc::BatchShape shape;
   shape.num_tokens = T;
@@ -336,26 +342,26 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
 
   for (int l = 0; l < c.num_layers; ++l) {
     const DeviceLayer& L = m.layers[size_t(l)];
-    if (l == 0) kc::rms_norm(x, nullptr, L.attn_norm, xb, T, dim, c.rms_eps, st);
-    m.matmuls({{&L.wq, q}, {&L.wk, k}, {&L.wv, v}}, xb, T);
-    if (c.qkv_bias) {
-      kc::add_bias(q, L.bq, T, c.q_dim(), st);
-      kc::add_bias(k, L.bk, T, c.kv_dim(), st);
-      kc::add_bias(v, L.bv, T, c.kv_dim(), st);
-    }
+    void* in = m.operand_for(L.qkv, xb, T);  // the normed input, written by the norm that ends the layer before
+    if (l == 0) kc::rms_norm(x, nullptr, L.attn_norm, in, L.qkv.elem, T, dim, c.rms_eps, st);
+    m.gemm(L.qkv, in, qkv, T);
+    if (c.qkv_bias) kc::add_bias(qkv, L.bqkv, T, qkv_dim, st);
     if (c.qk_norm) {
-      kc::rms_norm(q, nullptr, L.q_norm, q, int64_t(T) * c.num_q_heads, c.head_dim, c.rms_eps, st);
-      kc::rms_norm(k, nullptr, L.k_norm, k, int64_t(T) * c.num_kv_heads, c.head_dim, c.rms_eps, st);
+      kc::head_rms_norm(qkv, L.q_norm, T, c.num_q_heads, c.head_dim, qkv_dim, c.rms_eps, st);
+      kc::head_rms_norm(qkv + c.q_dim(), L.k_norm, T, c.num_kv_heads, c.head_dim, qkv_dim, c.rms_eps, st);
     }
     if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
       // Calibrated once per layer from the first step, by the CPU's own routine on a host copy of K and V.
       std::vector<float> hk(size_t(T) * c.kv_dim()), hv(hk.size());
-      INFLIGHT_CUDA_CHECK(cudaMemcpyAsync(hk.data(), k, hk.size() * 4, cudaMemcpyDeviceToHost, st));
-      INFLIGHT_CUDA_CHECK(cudaMemcpyAsync(hv.data(), v, hv.size() * 4, cudaMemcpyDeviceToHost, st));
+      const size_t row = size_t(c.kv_dim()) * 4, pitch = size_t(qkv_dim) * 4;
+      INFLIGHT_CUDA_CHECK(cudaMemcpy2DAsync(hk.data(), row, ap.k, pitch, row, size_t(T), cudaMemcpyDeviceToHost, st));
+      INFLIGHT_CUDA_CHECK(cudaMemcpy2DAsync(hv.data(), row, ap.v, pitch, row, size_t(T), cudaMemcpyDeviceToHost, st));
       INFLIGHT_CUDA_CHECK(cudaStreamSynchronize(st));
       kernels::AttentionParams host = ap;
       host.k = hk.data();
+      host.k_stride = c.kv_dim();
       host.v = hv.data();
+      host.v_stride = c.kv_dim();
       host.q_start = batch.q_start.data();
       host.past_len = batch.past_len.data();
       host.positions = batch.positions.data();
@@ -369,21 +375,29 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
     ap.kv.max_blocks_per_seq = batch.max_blocks_per_seq;
     kc::attention(ap, shape, m.attention_ws, st);
 
-    m.matmuls({{&L.wo, xb}}, att, T);
-    kc::rms_norm(x, xb, L.ffn_norm, xb, T, dim, c.rms_eps, st);
-    m.matmuls({{&L.gate, hb}, {&L.up, hb2}}, xb, T);
-    kc::silu_mul(hb, hb2, hb, int64_t(T) * c.ffn_dim, st);
-    m.matmuls({{&L.down, xb}}, hb, T);
-    if (l + 1 < c.num_layers) kc::rms_norm(x, xb, m.layers[size_t(l) + 1].attn_norm, xb, T, dim, c.rms_eps, st);
-    else kc::add(x, xb, int64_t(T) * dim, st);
+    m.gemm_f32(L.wo, att, xb, T);
+    void* ffn_in = m.operand_for(L.gate_up, xb, T);
+    kc::rms_norm(x, xb, L.ffn_norm, ffn_in, L.gate_up.elem, T, dim, c.rms_eps, st);
+    m.gemm(L.gate_up, ffn_in, gate_up, T);
+    void* down_in = m.operand_for(L.down, hb, T);
+    kc::silu_mul(gate_up, down_in, L.down.elem, T, c.ffn_dim, st);
+    m.gemm(L.down, down_in, xb, T);
+    if (l + 1 < c.num_layers) {
+      const DeviceMatrix& next = m.layers[size_t(l) + 1].qkv;
+      kc::rms_norm(x, xb, m.layers[size_t(l) + 1].attn_norm, m.operand_for(next, xb, T), next.elem, T, dim,
+                   c.rms_eps, st);
+    } else {
+      kc::add(x, xb, int64_t(T) * dim, st);
+    }
   }
 
   if (R > 0) {
     float* rows = m.rows.get<float>(size_t(R) * dim, "activations");
     float* out = m.logits.get<float>(size_t(R) * c.vocab_size, "logits");
     kc::gather_rows(x, static_cast<const int32_t*>(at(o_logit_rows)), R, dim, rows, st);
-    kc::rms_norm(rows, nullptr, m.output_norm, rows, R, dim, c.rms_eps, st);
-    m.matmuls({{&m.output, out}}, rows, R);
+    void* head_in = m.operand_for(m.output, rows, R);
+    kc::rms_norm(rows, nullptr, m.output_norm, head_in, m.output.elem, R, dim, c.rms_eps, st);
+    m.gemm(m.output, head_in, out, R);
     INFLIGHT_CUDA_CHECK(cudaMemcpyAsync(logits, out, size_t(R) * c.vocab_size * 4, cudaMemcpyDeviceToHost, st));
   }
   INFLIGHT_CUDA_CHECK(cudaStreamSynchronize(st));
