@@ -64,6 +64,8 @@ void* allocate_zeroed_device(int64_t bytes) {
   const size_t size = size_t(std::max<int64_t>(bytes, 1));
   INFLIGHT_CUDA_CHECK(cudaMalloc(&p, size));
   INFLIGHT_CUDA_CHECK(cudaMemset(p, 0, size));
+  // Done before any stream uses the blocks (a model's own stream does not wait for the default one).
+  INFLIGHT_CUDA_CHECK(cudaDeviceSynchronize());
   return p;
 }
 #endif

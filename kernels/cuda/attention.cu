@@ -591,8 +591,10 @@ Workspace::~Workspace() {
 }
 
 int32_t* Workspace::upload(const std::vector<int32_t>& host, cudaStream_t stream) {
+  if (ints_ != nullptr && host == uploaded_) return ints_;  // read-only on the device: still there
   grow(ints_, ints_capacity_, int64_t(host.size()));
   INFLIGHT_CUDA_CHECK(cudaMemcpyAsync(ints_, host.data(), host.size() * sizeof(int32_t), cudaMemcpyHostToDevice, stream));
+  uploaded_ = host;
   return ints_;
 }
 

@@ -56,7 +56,8 @@ class Workspace {
   ~Workspace();
   // At least num_floats device floats; invalidates what an earlier call returned.
   float* get(int64_t num_floats);
-  // A device copy of host ints, in a buffer of its own (stream-ordered; the host array may go at once).
+  // A device copy of host ints, in a buffer of its own (stream-ordered; the host array may go at once). The
+  // same ints as the last upload (on the same stream) are not copied again: a step's layers all upload its rows.
   int32_t* upload(const std::vector<int32_t>& host, cudaStream_t stream);
 
  private:
@@ -64,6 +65,7 @@ class Workspace {
   int64_t capacity_ = 0;
   int32_t* ints_ = nullptr;
   int64_t ints_capacity_ = 0;
+  std::vector<int32_t> uploaded_;  // what ints_ holds
 };
 
 // True when a CUDA device can run kernels; otherwise false and *why says why (no driver, no device...).
