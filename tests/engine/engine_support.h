@@ -1,15 +1,52 @@
 // Running requests through an Engine in tests: collects each request's events and waits for the end.
 #pragma once
 #include <condition_variable>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
 #include "engine/engine.h"
+#include "test_support.h"
 
 namespace inflight::test {
+
+// llama2.c's greedy outputs of stories260K: ../shared/golden/stories260K_greedy.json, or the file named by
+// INFLIGHT_STORIES_GOLDEN.
+inline nlohmann::json load_stories_golden() {
+  const char* env = std::getenv("INFLIGHT_STORIES_GOLDEN");
+  const std::string path = env ? env : (shared_dir() / "golden" / "stories260K_greedy.json").string();
+  std::ifstream f(path);
+  REQUIRE_MESSAGE(f.good(), "cannot open golden file " << path);
+  return nlohmann::json::parse(f);
+}
+
+// The engine tests' prompts for stories260K (one empty, one of two blocks and more).
+inline constexpr const char* kStoryPrompts[] = {
+    "Once upon a time",
+    "Lily and Tom went to the park",
+    "The cat",
+    "",
+    "One day, a little girl named Sue found a big red ball in the garden. She",
+    "Tom had a dog",
+    "The sun was shining and the birds were singing. Ben wanted to go outside and play with his friends",
+    "A fox"};
+
+// Greedy, exactly max_tokens tokens (EOS ignored).
+inline engine::Request greedy_request(const std::vector<int32_t>& prompt, int max_tokens) {
+  engine::Request r;
+  r.prompt_ids = prompt;
+  r.sampling.temperature = 0.0f;
+  r.stop.max_tokens = max_tokens;
+  r.stop.ignore_eos = true;
+  return r;
+}
 
 struct Choice {
   std::vector<int32_t> tokens;

@@ -41,24 +41,6 @@ Fixture& fixture() {
   return f;
 }
 
-const char* kPrompts[] = {"Once upon a time",
-                          "Lily and Tom went to the park",
-                          "The cat",
-                          "",
-                          "One day, a little girl named Sue found a big red ball in the garden. She",
-                          "Tom had a dog",
-                          "The sun was shining and the birds were singing. Ben wanted to go outside and play with his friends",
-                          "A fox"};
-
-engine::Request greedy_request(const std::vector<int32_t>& prompt, int max_tokens) {
-  engine::Request r;
-  r.prompt_ids = prompt;
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
-}
-
 struct Case {
   std::vector<int32_t> prompt;
   int max_tokens;
@@ -71,7 +53,7 @@ std::vector<Case> sixteen_cases() {
   if (cases.empty()) {
     for (int i = 0; i < 16; ++i) {
       Case c;
-      c.prompt = f.tok.encode(kPrompts[i % 8], true);
+      c.prompt = f.tok.encode(test::kStoryPrompts[i % 8], true);
       c.max_tokens = 8 + (i * 13) % 57;
       c.expected = f.alone(c.prompt, c.max_tokens);
       cases.push_back(std::move(c));
@@ -87,7 +69,7 @@ void run_concurrently(engine::EngineConfig config, int num_blocks, int block_siz
   engine::Engine eng(f.model, f.tok, *kv, config);
   std::vector<test::Collector> collectors(cases.size());
   for (size_t i = 0; i < cases.size(); ++i)
-    eng.submit(collectors[i].attach(greedy_request(cases[i].prompt, cases[i].max_tokens)));
+    eng.submit(collectors[i].attach(test::greedy_request(cases[i].prompt, cases[i].max_tokens)));
   for (size_t i = 0; i < cases.size(); ++i) {
     const test::Outcome o = collectors[i].wait();
     CAPTURE(i);
@@ -138,9 +120,9 @@ TEST_SUITE("engine") {
     std::vector<std::vector<int32_t>> late_prompts;
     std::vector<std::vector<int32_t>> late_expected;
     for (int i = 0; i < 8; ++i) {
-      std::vector<int32_t> p = f.tok.encode(kPrompts[i], true);
+      std::vector<int32_t> p = f.tok.encode(test::kStoryPrompts[i], true);
       for (int j = 1; j <= i % 4 + 1; ++j)
-        for (int32_t t : f.tok.encode(std::string(" ") + kPrompts[(i + j) % 8], false)) p.push_back(t);
+        for (int32_t t : f.tok.encode(std::string(" ") + test::kStoryPrompts[(i + j) % 8], false)) p.push_back(t);
       late_expected.push_back(f.alone(p, 24));
       late_prompts.push_back(std::move(p));
     }
@@ -156,9 +138,9 @@ TEST_SUITE("engine") {
     config.debug_step_delay_ms = 1;  // the first eight are still decoding when the others arrive
     engine::Engine eng(f.model, f.tok, *kv, config);
     std::vector<test::Collector> early(8), late(8);
-    for (size_t i = 0; i < 8; ++i) eng.submit(early[i].attach(greedy_request(cases[i].prompt, 64)));
+    for (size_t i = 0; i < 8; ++i) eng.submit(early[i].attach(test::greedy_request(cases[i].prompt, 64)));
     while (eng.stats().generated_tokens < 8 * 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    for (size_t i = 0; i < 8; ++i) eng.submit(late[i].attach(greedy_request(late_prompts[i], 24)));
+    for (size_t i = 0; i < 8; ++i) eng.submit(late[i].attach(test::greedy_request(late_prompts[i], 24)));
     for (size_t i = 0; i < 8; ++i) {
       CAPTURE(i);
       CHECK(early[i].wait().choices.at(0).tokens == early_expected[i]);
@@ -188,7 +170,7 @@ TEST_SUITE("engine") {
     std::vector<test::Collector> collectors(24);
     std::vector<uint64_t> ids;
     for (size_t i = 0; i < collectors.size(); ++i) {
-      engine::Request r = greedy_request(f.tok.encode(kPrompts[i % 8], true), 40);
+      engine::Request r = test::greedy_request(f.tok.encode(test::kStoryPrompts[i % 8], true), 40);
       if (i % 3 == 0) r.n = 2, r.sampling.temperature = 0.8f, r.sampling.seed = i;
       ids.push_back(eng.submit(collectors[i].attach(std::move(r))));
       if (i % 2 == 0) {
@@ -197,11 +179,11 @@ TEST_SUITE("engine") {
       }
     }
     // Requests that can never run are refused up front, naming the problem.
-    CHECK_THROWS_WITH_AS(eng.submit(greedy_request({1, 9999}, 4)), doctest::Contains("outside the vocabulary"),
+    CHECK_THROWS_WITH_AS(eng.submit(test::greedy_request({1, 9999}, 4)), doctest::Contains("outside the vocabulary"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(eng.submit(greedy_request(std::vector<int32_t>(600, 5), 4)), doctest::Contains("context"),
+    CHECK_THROWS_WITH_AS(eng.submit(test::greedy_request(std::vector<int32_t>(600, 5), 4)), doctest::Contains("context"),
                          std::invalid_argument);
-    CHECK_THROWS_WITH_AS(eng.submit(greedy_request(std::vector<int32_t>(200, 5), 200)),
+    CHECK_THROWS_WITH_AS(eng.submit(test::greedy_request(std::vector<int32_t>(200, 5), 200)),
                          doctest::Contains("KV cache"), std::invalid_argument);
     int cancelled = 0;
     for (auto& c : collectors) {
@@ -221,16 +203,16 @@ TEST_SUITE("engine") {
     Fixture& f = fixture();
     auto kv = f.make_kv(64, 16);
     engine::Engine eng(f.model, f.tok, *kv, {});
-    const std::vector<int32_t> first = f.tok.encode(kPrompts[6], true);
+    const std::vector<int32_t> first = f.tok.encode(test::kStoryPrompts[6], true);
     std::vector<int32_t> second = first;
     for (int32_t t : f.tok.encode(" and then they went home", false)) second.push_back(t);
 
     test::Collector a, b;
-    eng.submit(a.attach(greedy_request(first, 10)));
+    eng.submit(a.attach(test::greedy_request(first, 10)));
     const test::Outcome oa = a.wait();
     CHECK(oa.usage.cached_tokens == 0);
     const uint64_t computed_before = eng.stats().prompt_tokens;
-    eng.submit(b.attach(greedy_request(second, 10)));
+    eng.submit(b.attach(test::greedy_request(second, 10)));
     const test::Outcome ob = b.wait();
     const int cached = int(first.size()) / 16 * 16;
     CHECK(ob.usage.cached_tokens == cached);
@@ -246,8 +228,8 @@ TEST_SUITE("engine") {
     Fixture& f = fixture();
     auto kv = f.make_kv(128, 16);
     engine::Engine eng(f.model, f.tok, *kv, {.enable_prefix_caching = false});
-    const std::vector<int32_t> prompt = f.tok.encode(kPrompts[6], true);  // 2+ blocks
-    engine::Request r = greedy_request(prompt, 20);
+    const std::vector<int32_t> prompt = f.tok.encode(test::kStoryPrompts[6], true);  // 2+ blocks
+    engine::Request r = test::greedy_request(prompt, 20);
     r.n = 4;
     r.sampling = {.temperature = 0.9f, .top_k = 20, .seed = 1234};
     test::Collector c;
@@ -274,7 +256,7 @@ TEST_SUITE("engine") {
     Fixture& f = fixture();
     auto kv = f.make_kv(64, 16);
     engine::Engine eng(f.model, f.tok, *kv, {});
-    engine::Request r = greedy_request(f.tok.encode("", true), 64);
+    engine::Request r = test::greedy_request(f.tok.encode("", true), 64);
     r.stop.stop = {"girl named"};
     test::Collector c;
     eng.submit(c.attach(r));
@@ -287,8 +269,8 @@ TEST_SUITE("engine") {
   TEST_CASE("a step of more tokens than max_pass_tokens runs as passes over slices of them, to the same bits") {
     Fixture& f = fixture();
     const auto& cfg = f.model.config();
-    const std::vector<int32_t> a = f.tok.encode(kPrompts[6], true), b = f.tok.encode(kPrompts[4], true),
-                               c = f.tok.encode(kPrompts[1], true);
+    const std::vector<int32_t> a = f.tok.encode(test::kStoryPrompts[6], true), b = f.tok.encode(test::kStoryPrompts[4], true),
+                               c = f.tok.encode(test::kStoryPrompts[1], true);
     REQUIRE(b.size() > 12);
     const int bs = 4, na = int(a.size()), nb = int(b.size()), nc = int(c.size());
     // One step: a's whole prompt, b's prompt after its first 10 tokens (cached by an earlier step), and c's last

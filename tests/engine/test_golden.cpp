@@ -10,19 +10,12 @@
 
 #include "engine/generator.h"
 #include "engine/model_loader.h"
+#include "engine_support.h"
 #include "test_support.h"
 
 using namespace inflight;
 
 namespace {
-
-nlohmann::json load_golden() {
-  const char* env = std::getenv("INFLIGHT_STORIES_GOLDEN");
-  const std::string path = env ? env : (test::shared_dir() / "golden" / "stories260K_greedy.json").string();
-  std::ifstream f(path);
-  REQUIRE_MESSAGE(f.good(), "cannot open golden file " << path);
-  return nlohmann::json::parse(f);
-}
 
 struct Run {
   std::vector<int32_t> prompt_ids;
@@ -51,7 +44,7 @@ Run run_greedy(engine::LoadedModel& m, engine::Model& model, const std::string& 
 
 // `path` names the model in messages; "" loads the built-in default model.
 void check_model_against_golden(const std::string& path) {
-  const nlohmann::json golden = load_golden();
+  const nlohmann::json golden = test::load_stories_golden();
   engine::LoadedModel m = path.empty() ? engine::load_builtin_model() : engine::load_model(path);
   engine::Model model(std::move(m.weights));
 
@@ -106,7 +99,7 @@ void check_model_against_golden(const std::string& path) {
 // stories260K with a quantized KV cache: token agreement with run.c's greedy output and the largest
 // logit error, per dtype. Int8 with grouped scales must keep the first 32 tokens of every case.
 void report_quantized_kv(const std::string& path) {
-  const nlohmann::json golden = load_golden();
+  const nlohmann::json golden = test::load_stories_golden();
   engine::LoadedModel m = engine::load_model(path);
   engine::Model model(std::move(m.weights));
   struct Variant {

@@ -12,6 +12,7 @@
 #include "engine/gguf.h"
 #include "engine/load_error.h"
 #include "engine/tokenizer.h"
+#include "engine_support.h"
 #include "test_support.h"
 
 using namespace inflight;
@@ -23,14 +24,6 @@ using engine::Vocab;
 namespace {
 
 std::string tok512_model() { return (test::stories_dir() / "tok512.model").string(); }
-
-nlohmann::json load_golden() {
-  const char* env = std::getenv("INFLIGHT_STORIES_GOLDEN");
-  const std::string path = env ? env : (test::shared_dir() / "golden" / "stories260K_greedy.json").string();
-  std::ifstream f(path);
-  REQUIRE_MESSAGE(f.good(), "cannot open golden file " << path);
-  return nlohmann::json::parse(f);
-}
 
 Vocab vocab_from_gguf(const std::string& path) {
   const engine::GgufFile g = engine::GgufFile::open(path);
@@ -138,7 +131,7 @@ const std::vector<std::string> kVariedText = {
 
 TEST_SUITE("tokenizer") {
   TEST_CASE("tok512.model encodes every golden prompt to run.c's prompt_token_ids") {
-    const nlohmann::json golden = load_golden();
+    const nlohmann::json golden = test::load_stories_golden();
     const Tokenizer& t = model_tokenizer();
     CHECK(t.vocab_size() == 512);
     CHECK(t.bos_id() == 1);
@@ -154,7 +147,7 @@ TEST_SUITE("tokenizer") {
   }
 
   TEST_CASE("the GGUF vocabulary encodes every golden prompt like run.c") {
-    const nlohmann::json golden = load_golden();
+    const nlohmann::json golden = test::load_stories_golden();
     const Tokenizer& t = gguf_tokenizer();
     CHECK(t.vocab_size() == 512);
     CHECK(t.bos_id() == 1);
@@ -234,7 +227,7 @@ TEST_SUITE("tokenizer") {
   }
 
   TEST_CASE("incremental detokenizer reproduces the golden texts") {
-    const nlohmann::json golden = load_golden();
+    const nlohmann::json golden = test::load_stories_golden();
     for (const Tokenizer* t : {&model_tokenizer(), &gguf_tokenizer()}) {
       for (const auto& c : golden["cases"]) {
         const std::string prompt = c["prompt"];

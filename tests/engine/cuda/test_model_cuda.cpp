@@ -55,32 +55,6 @@ Models& models() {
   return m;
 }
 
-nlohmann::json load_golden() {
-  const char* env = std::getenv("INFLIGHT_STORIES_GOLDEN");
-  const std::string path = env ? env : (test::shared_dir() / "golden" / "stories260K_greedy.json").string();
-  std::ifstream f(path);
-  REQUIRE_MESSAGE(f.good(), "cannot open golden file " << path);
-  return nlohmann::json::parse(f);
-}
-
-const char* kPrompts[] = {"Once upon a time",
-                          "Lily and Tom went to the park",
-                          "The cat",
-                          "",
-                          "One day, a little girl named Sue found a big red ball in the garden. She",
-                          "Tom had a dog",
-                          "The sun was shining and the birds were singing. Ben wanted to go outside and play with his friends",
-                          "A fox"};
-
-engine::Request greedy_request(const std::vector<int32_t>& prompt, int max_tokens) {
-  engine::Request r;
-  r.prompt_ids = prompt;
-  r.sampling.temperature = 0.0f;
-  r.stop.max_tokens = max_tokens;
-  r.stop.ignore_eos = true;
-  return r;
-}
-
 // 16 requests at once through an engine on the GPU; each must give the tokens it gives alone on the GPU.
 void run_concurrently(engine::EngineConfig config, int num_blocks, int block_size, bool expect_preemption) {
   Models& m = models();
@@ -92,7 +66,7 @@ void run_concurrently(engine::EngineConfig config, int num_blocks, int block_siz
   std::vector<Case> cases;
   for (int i = 0; i < 16; ++i) {
     Case c;
-    c.prompt = m.tok.encode(kPrompts[i % 8], true);
+    c.prompt = m.tok.encode(test::kStoryPrompts[i % 8], true);
     c.max_tokens = 8 + (i * 13) % 57;
     c.alone = m.greedy(engine::Device::Cuda, c.prompt, c.max_tokens).generated_ids;
     cases.push_back(std::move(c));
@@ -101,7 +75,7 @@ void run_concurrently(engine::EngineConfig config, int num_blocks, int block_siz
   engine::Engine eng(m.gpu, m.tok, *kv, config);
   std::vector<test::Collector> collectors(cases.size());
   for (size_t i = 0; i < cases.size(); ++i)
-    eng.submit(collectors[i].attach(greedy_request(cases[i].prompt, cases[i].max_tokens)));
+    eng.submit(collectors[i].attach(test::greedy_request(cases[i].prompt, cases[i].max_tokens)));
   for (size_t i = 0; i < cases.size(); ++i) {
     const test::Outcome o = collectors[i].wait();
     CAPTURE(i);
@@ -120,7 +94,7 @@ void run_concurrently(engine::EngineConfig config, int num_blocks, int block_siz
 TEST_SUITE("model_cuda") {
   TEST_CASE("stories260K on the GPU: llama2.c's greedy tokens, logits within 1e-3, every block size and KV f32 / f16") {
     Models& m = models();
-    const nlohmann::json golden = load_golden();
+    const nlohmann::json golden = test::load_stories_golden();
     struct Variant {
       int block_size;
       kernels::KvDType dtype;
@@ -166,7 +140,7 @@ TEST_SUITE("model_cuda") {
     for (const kernels::KvDType dtype : {kernels::KvDType::BF16, kernels::KvDType::Int8, kernels::KvDType::Int8Static,
                                          kernels::KvDType::Fp8E4M3, kernels::KvDType::Fp8E5M2}) {
       int same = 0, total = 0;
-      for (const char* text : kPrompts) {
+      for (const char* text : test::kStoryPrompts) {
         const auto prompt = m.tok.encode(text, true);
         const auto cpu = m.greedy(engine::Device::Cpu, prompt, 48, 16, dtype).generated_ids;
         const auto gpu = m.greedy(engine::Device::Cuda, prompt, 48, 16, dtype).generated_ids;
@@ -202,7 +176,7 @@ TEST_SUITE("model_cuda") {
     beams.beam_width = 4;
     beams.n = 3;
     beams.stop.max_tokens = 24;
-    engine::Request samples = greedy_request(m.tok.encode(kPrompts[6], true), 20);
+    engine::Request samples = test::greedy_request(m.tok.encode(test::kStoryPrompts[6], true), 20);
     samples.n = 4;
     samples.sampling = {.temperature = 0.9f, .top_k = 20, .seed = 1234};
     for (const engine::Request& r : {beams, samples}) {
