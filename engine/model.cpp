@@ -122,9 +122,10 @@ GpuMemory gpu_memory() {
 
 int64_t Model::activation_bytes(int max_tokens, int max_logits_rows) const {
   const ModelConfig& c = w_.config;
-  // f32 [T, *]: x, xb, q, attention out, k, v, gate, up; the half copy of a GEMM's input; metadata; the logits
-  // rows, their normed inputs; and 64 MiB for cuBLAS and the attention kernels' split-K states.
-  const int64_t per_token = 4 * (2 * int64_t(c.dim) + 2 * c.q_dim() + 2 * c.kv_dim() + 2 * int64_t(c.ffn_dim)) +
+  // f32 [T, *] (CudaModel's): x and xb, q / k / v, the attention output, gate / up, SiLU * up; the half copy of
+  // a GEMM's input; metadata; the logits rows and their normed inputs; and 64 MiB for cuBLAS and the attention
+  // kernels' split-K states.
+  const int64_t per_token = 4 * (2 * int64_t(c.dim) + 2 * c.q_dim() + 2 * c.kv_dim() + 3 * int64_t(c.ffn_dim)) +
                             2 * std::max<int64_t>({c.dim, c.q_dim(), c.ffn_dim}) + 64;
   return per_token * max_tokens + 4 * int64_t(max_logits_rows) * (c.vocab_size + c.dim) + (int64_t(64) << 20);
 }
