@@ -169,7 +169,7 @@ void load(const ServerConfig& config, ServedModel* served) {
   ctx.created = int64_t(std::time(nullptr));
   ctx.kv_cache_dtype = kernels::kv_dtype_name(dtype);
   ctx.kv_block_size = kv_config.block_size;
-  ctx.device = "cpu";
+  ctx.device = engine::device_name(device);
 }
 
 // Polls `done` every 10 ms until it holds or `seconds` pass.
