@@ -25,6 +25,12 @@ inline std::string inflight_binary() {
   if (const char* env = std::getenv("INFLIGHT_BINARY_PATH")) return env;
   return INFLIGHT_BINARY;
 }
+// The device the servers under test run their model on: $INFLIGHT_TEST_DEVICE (ctest server_cuda: cuda), else
+// cpu.
+inline std::string test_device() {
+  const char* env = std::getenv("INFLIGHT_TEST_DEVICE");
+  return env != nullptr ? env : "cpu";
+}
 inline std::filesystem::path stories_dir() { return shared_dir() / "models" / "stories260K"; }
 inline std::string stories_gguf() { return (stories_dir() / "stories260K.gguf").string(); }
 inline std::string stories_hf() { return (stories_dir() / "hf").string(); }

@@ -21,13 +21,10 @@ namespace inflight::test {
 
 using nlohmann::json;
 
-// stories260K on the default settings, with a small KV cache; shared by every test of the run. With
-// INFLIGHT_TEST_DEVICE set (ctest server_cuda: cuda), the server runs the model there.
+// stories260K on the default settings, with a small KV cache; shared by every test of the run.
 inline ServerProcess& stories_server() {
   static std::unique_ptr<ServerProcess> server = [] {
-    std::vector<std::string> args{"--model", stories_gguf(), "--kv-cache-memory", "64M"};
-    if (const char* device = std::getenv("INFLIGHT_TEST_DEVICE")) args.insert(args.end(), {"--device", device});
-    auto s = std::make_unique<ServerProcess>(args);
+    auto s = std::make_unique<ServerProcess>(std::vector<std::string>{"--model", stories_gguf(), "--kv-cache-memory", "64M"});
     REQUIRE_MESSAGE(s->wait_ready(), s->log());
     return s;
   }();

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -30,6 +31,8 @@ class ServerProcess {
     log_path_ = dir_ / "server.log";
     std::vector<std::string> argv = {inflight_binary(), "serve", "--host", "127.0.0.1", "--port", "0"};
     argv.insert(argv.end(), args.begin(), args.end());
+    // The model on the CPU, also where a GPU is present, unless the test or INFLIGHT_TEST_DEVICE says otherwise.
+    if (std::find(args.begin(), args.end(), "--device") == args.end()) argv.insert(argv.end(), {"--device", test_device()});
     pid_ = fork();
     if (pid_ < 0) throw std::runtime_error("fork failed");
     if (pid_ == 0) {

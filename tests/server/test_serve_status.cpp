@@ -9,7 +9,6 @@
 #include <iterator>
 #include <thread>
 
-#include "engine/model.h"
 #include "serve_fixture.h"
 
 using namespace inflight;
@@ -66,7 +65,7 @@ TEST_SUITE("serve status") {
     const json idle = get_status(port);
     CHECK(idle["object"] == "server.status");
     CHECK(idle["model"] == "stories260K");
-    CHECK(idle["device"] == (engine::gpu_memory().total > 0 ? "cuda" : "cpu"));  // --device auto
+    CHECK(idle["device"] == test_device());
     CHECK(idle["kv_cache_dtype"] == "f16");
     CHECK(idle["kv_block_size"] == 16);
     CHECK(idle["max_model_len"] == 512);
