@@ -356,8 +356,10 @@ def consistency(inflight):
         if w == "RUN" and "apt-get install" in r:
             installed |= set(re.findall(r"\b(lib[\w.+-]+)", r.split("apt-get install", 1)[1].split("&&")[0]))
     # NOTE: a sanitizer build (scripts/sanitize.sh) links the sanitizer runtimes; a release image never does.
+    # A build with CUDA links cuBLAS; docker/Dockerfile builds without it, and Dockerfile.cuda's runtime base
+    # image brings the CUDA libraries.
     base = re.compile(r"/(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|librt|ld-linux[\w.-]*|"
-                      r"libasan|libubsan|libtsan|liblsan)\.so")
+                      r"libasan|libubsan|libtsan|liblsan|libcublas|libcublasLt|libcudart)\.so")
     ldd = subprocess.run(["ldd", inflight], capture_output=True, text=True, check=True).stdout
     for lib in re.findall(r"=> (/\S+)", ldd):
         if base.search(lib):
