@@ -10,6 +10,7 @@
 #include <iterator>
 #include <limits>
 #include <stdexcept>
+#include <system_error>
 
 #include "engine/prefill_order.h"
 #include "kernels/kv_dtype.h"
@@ -157,8 +158,9 @@ void validate(const ServerConfig& c) {
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   require(std::find(std::begin(kLevels), std::end(kLevels), c.log_level) != std::end(kLevels),
           "log_level must be one of trace, debug, info, warn, error, critical, off");
+  std::error_code ec;  // a name the file system cannot take (too long, say) is no file either, not an exception
   require(c.chat_template == "auto" || builtin_chat_template(c.chat_template) ||
-              std::filesystem::is_regular_file(c.chat_template),
+              std::filesystem::is_regular_file(c.chat_template, ec),
           "chat_template must be auto, one of " + chat_template_names() + ", or a Jinja template file; got '" +
               c.chat_template + "' (no such file)");
   require(c.max_body_bytes >= 1024, "max_body_bytes must be at least 1024");

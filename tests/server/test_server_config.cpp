@@ -36,6 +36,8 @@ TEST_SUITE("server config") {
     c = {};
     c.chat_template = "jinja";
     CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("chat_template"), std::invalid_argument);
+    c.chat_template = std::string(300, 'l');  // longer than a file name may be: no file, not an exception (fuzz)
+    CHECK_THROWS_WITH_AS(server::validate(c), doctest::Contains("chat_template"), std::invalid_argument);
     c = {};
     server::apply_json({{"max_step_ms", 12.5}}, "f.json", &c);
     CHECK(c.max_step_ms == 12.5);
