@@ -70,6 +70,12 @@ class KvCache {
   // `layer`; 0 until set (from config.static_amax at construction, else by the first step's calibration).
   float static_scale(int layer, int kv) const { return static_scales_[size_t(layer) * 2 + kv]; }
   void set_static_scale(int layer, int kv, float quant_orig_scale) { static_scales_[size_t(layer) * 2 + kv] = quant_orig_scale; }
+  // Sets `layer`'s K and V scales from the largest |K| and |V| of a first step (kernels::kv_append_amax), times
+  // kStaticScaleMargin: the calibration of a cache made without static_amax.
+  void calibrate_static_scales(int layer, const float amax[2]) {
+    for (int i = 0; i < 2; ++i)
+      set_static_scale(layer, i, kernels::kv_static_scale_for_amax(config_.dtype, amax[i] * kStaticScaleMargin));
+  }
   int quant_group() const { return quant_group_; }
 
  private:

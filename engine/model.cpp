@@ -195,15 +195,10 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     kernels::matrix_row(w_.token_embd, id, &x_[size_t(t) * dim]);
   }
 
-  kernels::AttentionParams ap;
+  kernels::AttentionParams ap = c.attention_params();  // RoPE and the K/V append are fused into the call
   ap.q = qkv_q_.data();
   ap.q_stride = c.q_dim();
   ap.out = att_.data();
-  ap.num_q_heads = c.num_q_heads;
-  ap.num_kv_heads = c.num_kv_heads;
-  ap.head_dim = c.head_dim;
-  ap.head_dim_v = c.head_dim;
-  ap.scale = 1.0f / std::sqrt(float(c.head_dim));
   ap.num_seqs = batch.num_seqs();
   ap.q_start = batch.q_start.data();
   ap.past_len = batch.past_len.data();
@@ -212,10 +207,6 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     ap.cache_indir_stride = batch.cache_indir_stride;
     ap.beam_row0 = batch.beam_row0.data();
   }
-  // RoPE and the K/V append (with quantization) are fused into the attention call.
-  ap.rope = c.rope();
-  // Mistral: keys in [p - (window - 1), p].
-  if (c.sliding_window > 0) ap.pre_tokens = c.sliding_window - 1;
   ap.positions = batch.positions.data();
   ap.k = qkv_k_.data();
   ap.k_stride = c.kv_dim();
@@ -243,8 +234,7 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
       // Per-tensor scale not given: calibrated once, from the first step that reaches this layer.
       float amax[2];
       kernels::kv_append_amax(ap, amax);
-      for (int i = 0; i < 2; ++i)
-        kv.set_static_scale(l, i, kernels::kv_static_scale_for_amax(kv_dtype, amax[i] * cache::kStaticScaleMargin));
+      kv.calibrate_static_scales(l, amax);
     }
     ap.kv = kv.layer_view(l);
     ap.kv.block_tables = batch.block_tables.data();

@@ -1,9 +1,11 @@
 // ModelConfig: the shape of a Llama-family decoder, whichever file it came from.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "kernels/attention_params.h"
 #include "kernels/ops.h"
 
 namespace inflight::engine {
@@ -48,6 +50,20 @@ struct ModelConfig {
     r.attn_factor = rope_attn_factor;
     r.freq_factors = rope_freq_factors.empty() ? nullptr : rope_freq_factors.data();
     return r;
+  }
+
+  // The model's attention as the kernels take it: heads, head dims, scale, RoPE (rope()) and Mistral's band
+  // (keys in [p - (window - 1), p]). The caller sets the step's buffers and batch metadata.
+  kernels::AttentionParams attention_params() const {
+    kernels::AttentionParams p;
+    p.num_q_heads = num_q_heads;
+    p.num_kv_heads = num_kv_heads;
+    p.head_dim = head_dim;
+    p.head_dim_v = head_dim;
+    p.scale = 1.0f / std::sqrt(float(head_dim));
+    p.rope = rope();
+    if (sliding_window > 0) p.pre_tokens = sliding_window - 1;
+    return p;
   }
   int q_dim() const { return num_q_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

@@ -306,15 +306,10 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
 
   kc::embed_rows(m.token_embd.data, m.token_embd.elem, dim, static_cast<const int32_t*>(at(o_ids)), T, x, st);
 
-  kernels::AttentionParams ap;
+  kernels::AttentionParams ap = c.attention_params();
   ap.q = qkv;  // q, k and v of a token side by side, as the one GEMM writes them
   ap.q_stride = qkv_dim;
   ap.out = att;
-  ap.num_q_heads = c.num_q_heads;
-  ap.num_kv_heads = c.num_kv_heads;
-  ap.head_dim = c.head_dim;
-  ap.head_dim_v = c.head_dim;
-  ap.scale = 1.0f / std::sqrt(float(c.head_dim));
   ap.num_seqs = S;
   ap.q_start = static_cast<const int32_t*>(at(o_qs));
   ap.past_len = static_cast<const int32_t*>(at(o_past));
@@ -323,8 +318,6 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
     ap.cache_indir_stride = batch.cache_indir_stride;
     ap.beam_row0 = static_cast<const int32_t*>(at(o_row0));
   }
-  ap.rope = rope;
-  if (c.sliding_window > 0) ap.pre_tokens = c.sliding_window - 1;
   ap.positions = static_cast<const int32_t*>(at(o_pos));
   ap.k = qkv + c.q_dim();
   ap.k_stride = qkv_dim;
@@ -367,8 +360,7 @@ void CudaModel::forward(const ScheduledBatch& batch, cache::KvCache& kv, float* 
       host.positions = batch.positions.data();
       float amax[2];
       kernels::kv_append_amax(host, amax);
-      for (int i = 0; i < 2; ++i)
-        kv.set_static_scale(l, i, kernels::kv_static_scale_for_amax(kv_dtype, amax[i] * cache::kStaticScaleMargin));
+      kv.calibrate_static_scales(l, amax);
     }
     ap.kv = kv.layer_view(l);
     ap.kv.block_tables = static_cast<const int32_t*>(at(o_tables));
