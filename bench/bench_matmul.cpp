@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -266,16 +267,23 @@ void run_fma_peak(benchmark::State& state) {
   const int64_t n = int64_t(1) << 22;  // chain steps per thread and iteration
   ThreadPool& pool = compute_pool();
   std::atomic<int> sink{0};
+  double best_seconds = 1e30;
   for (auto _ : state) {
+    const auto t0 = std::chrono::steady_clock::now();
     pool.run(pool.num_threads(), [&](int64_t) {
       const float v = avx512 ? fma_chains_avx512(n) : fma_chains_avx2(n);
       sink.fetch_add(v > 0.0f ? 1 : 0, std::memory_order_relaxed);
     });
+    best_seconds = std::min(best_seconds, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   benchmark::DoNotOptimize(sink.load());
   const int lanes = avx512 ? 16 : 8;
-  state.counters["FLOP/s"] = benchmark::Counter(double(2 * lanes * kFmaChains * n * pool.num_threads()),
-                                                benchmark::Counter::kIsIterationInvariantRate);
+  const double flops = double(2 * lanes * kFmaChains * n * pool.num_threads());
+  state.counters["FLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate);
+  // The fastest iteration: what the cores can do. The mean drifts down whenever the host takes a core from one
+  // thread for a while (each iteration waits for the slower thread); the share of the peak a run reaches is
+  // quoted against this, the conservative figure.
+  state.counters["best_FLOP/s"] = flops / best_seconds;
   state.SetLabel(std::string(cpu::isa_name(cpu::active_isa())) + ", " + std::to_string(pool.num_threads()) + " threads");
 }
 
