@@ -120,9 +120,17 @@ Value dictsort(const Value& v, const Args& a) {
   return Value(std::move(out));
 }
 
+// Argument i (or `name`) as an integer, `dflt` when absent; anything else is a render error, not a bad_variant_access.
+int64_t int_option(const Args& a, int i, const char* name, int64_t dflt, const char* filter) {
+  const Value* v = a.get(i, name);
+  if (v == nullptr) return dflt;
+  if (!v->is_int()) throw_render_error(std::string(filter) + ": " + name + " must be an integer");
+  return v->as_int();
+}
+
 Value to_int(const Value& v, const Args& a) {
   const Value dflt = opt(a, 0, "default");
-  const int64_t base = a.get(1, "base") ? a.get(1, "base")->as_int() : 10;
+  const int64_t base = int_option(a, 1, "base", 10, "int");
   const Value fallback = dflt.is_undefined() ? Value(int64_t(0)) : dflt;
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(int64_t(v.as_bool()));
@@ -160,7 +168,7 @@ Value to_float(const Value& v, const Args& a) {
 
 Value round_filter(const Value& v, const Args& a) {
   if (!v.is_number() && !v.is_bool()) throw_render_error(std::string("round needs a number, got ") + v.type_name());
-  const int64_t precision = a.get(0, "precision") ? a.get(0, "precision")->as_int() : 0;
+  const int64_t precision = int_option(a, 0, "precision", 0, "round");
   const Value method = opt(a, 1, "method");
   const std::string how = method.is_string() ? method.as_string() : "common";
   const double scale = std::pow(10.0, double(precision));

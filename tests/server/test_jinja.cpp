@@ -247,6 +247,10 @@ TEST_SUITE("jinja") {
     CHECK(message("{% endfor %}") == "template syntax error, line 1: unknown tag 'endfor'");
     // Rendering: an undefined call, a wrong type, an unknown filter or test.
     CHECK(error_kind("{{ nothing() }}") == Error::Kind::Render);
+    // int's base and round's precision must be integers (a string there threw bad_variant_access: fuzz finding 10).
+    CHECK(error_kind("{{ 'aXb'|int('X', '') }}") == Error::Kind::Render);
+    CHECK(error_kind("{{ 2.5|round('x') }}") == Error::Kind::Render);
+    CHECK(render("{{ '10'|int(0, 16) }} {{ 2.567|round(2) }}", "{}") == "16 2.57");
     CHECK(message("\n{{ nothing() }}") == "template error, line 2: 'nothing' is undefined and cannot be called");
     CHECK(message("{{ 'a' + 1 }}") == "template error, line 1: unsupported operand type(s) for +: 'str' and 'int'");
     CHECK(message("{{ x | nofilter }}") == "template error, line 1: no filter named 'nofilter'");
