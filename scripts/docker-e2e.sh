@@ -257,9 +257,16 @@ bench crash "$lb_url" "${load[@]}" --max-failures $concurrency >"$out/crash.log"
 bench_pid=$!
 wait_progress "$out/crash.log" 30 300
 victim="$(cid replica-2)"
-on_victim="$(docker exec "$victim" bash -c 'n=0; for p in /proc/[0-9]*; do [ "$(cat "$p/comm" 2>/dev/null)" = inflight ] || continue
-  kill -9 "${p#/proc/}" && n=$((n + 1)); done; echo $n')"
-[ "$on_victim" = 1 ] || fail "replica-2: kill -9 found $on_victim inflight process(es)"
+# From the host, by host PID: the server is the child of the container's init (docker-init). A `docker exec`
+# inside the container dies with it, and its exit status (137) could end this script before it reported.
+init_pid=$(docker inspect -f '{{.State.Pid}}' "$victim")
+on_victim=()
+for p in /proc/[0-9]*; do
+  [ "$(cat "$p/comm" 2>/dev/null)" = inflight ] && [ "$(awk '/^PPid:/ {print $2}' "$p/status" 2>/dev/null)" = "$init_pid" ] &&
+    on_victim+=("${p#/proc/}")
+done
+[ ${#on_victim[@]} = 1 ] || fail "replica-2: found ${#on_victim[@]} inflight process(es) under its init (pid $init_pid)"
+$SUDO kill -9 "${on_victim[0]}"
 killed_at=$(date +%s)
 kill -0 "$bench_pid" 2>/dev/null || fail "the load ended before the kill: nothing was tested"
 for _ in $(seq 150); do [ "$(docker inspect -f '{{.RestartCount}}' "$victim")" -ge 1 ] && break; sleep 0.2; done

@@ -128,13 +128,16 @@ int64_t int_option(const Args& a, int i, const char* name, int64_t dflt, const c
   return v->as_int();
 }
 
+// Whether a float truncates to an int64 (the cast is undefined behaviour otherwise); int gives its default where not.
+bool in_int64(double d) { return std::fabs(d) < 9223372036854775808.0; }
+
 Value to_int(const Value& v, const Args& a) {
   const Value dflt = opt(a, 0, "default");
   const int64_t base = int_option(a, 1, "base", 10, "int");
   const Value fallback = dflt.is_undefined() ? Value(int64_t(0)) : dflt;
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(int64_t(v.as_bool()));
-  if (v.is_float()) return std::isfinite(v.as_float()) ? Value(int64_t(v.as_float())) : fallback;
+  if (v.is_float()) return in_int64(v.as_float()) ? Value(int64_t(v.as_float())) : fallback;
   if (v.is_string()) {
     const std::string s = strip(v.as_string(), nullptr, true, true);
     try {
@@ -142,7 +145,7 @@ Value to_int(const Value& v, const Args& a) {
       const int64_t i = std::stoll(s, &used, int(base));
       if (used == s.size()) return Value(i);
       const double d = std::stod(s, &used);
-      if (used == s.size() && base == 10) return Value(int64_t(d));
+      if (used == s.size() && base == 10 && in_int64(d)) return Value(int64_t(d));
     } catch (const std::exception&) {
     }
   }
@@ -291,6 +294,7 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
   if (name == "int") return to_int(v, a);
   if (name == "float") return to_float(v, a);
   if (name == "abs") {
+    if (v.is_int() && v.as_int() == INT64_MIN) throw_render_error("integer overflow in abs()");
     if (v.is_int()) return Value(v.as_int() < 0 ? -v.as_int() : v.as_int());
     if (v.is_float()) return Value(std::fabs(v.as_float()));
     throw_render_error(std::string("bad operand type for abs(): '") + v.type_name() + "'");
@@ -298,8 +302,10 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
   if (name == "round") return round_filter(v, a);
   if (name == "indent") {
     const Value width = opt(a, 0, "width");
-    const std::string prefix = width.is_string() ? width.as_string()
-                                                 : std::string(size_t(width.is_int() ? width.as_int() : 4), ' ');
+    const int64_t spaces = width.is_int() ? width.as_int() : 4;
+    if (!width.is_string() && (spaces < 0 || spaces > kMaxFormatCount))
+      throw_render_error("indent: width out of range: " + std::to_string(spaces));
+    const std::string prefix = width.is_string() ? width.as_string() : std::string(size_t(spaces), ' ');
     return Value(indent_lines(v.str(), prefix, flag(a, 1, "first", false), flag(a, 2, "blank", false)));
   }
   if (name == "unique") {
@@ -333,7 +339,10 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
       const Value y = attribute.is_string() ? attribute_of(x, attribute.as_string()) : x;
       if (!(y.is_number() || y.is_bool()) || !(total.is_number() || total.is_bool()))
         throw_render_error("sum needs numbers");
-      total = total.is_int() && y.is_int() ? Value(total.as_int() + y.as_int()) : Value(total.as_number() + y.as_number());
+      int64_t sum = 0;
+      if (total.is_int() && y.is_int() && __builtin_add_overflow(total.as_int(), y.as_int(), &sum))
+        throw_render_error("integer overflow in sum");
+      total = total.is_int() && y.is_int() ? Value(sum) : Value(total.as_number() + y.as_number());
     }
     return total;
   }
@@ -363,6 +372,8 @@ Value call_filter(const std::string& name, const Value& v, const Args& a) {
     const Value size = opt(a, 0, "linecount");
     if (!size.is_int() || size.as_int() <= 0) throw_render_error("batch needs a positive size");
     const Value fill = opt(a, 1, "fill_with");
+    if (!fill.is_undefined() && size.as_int() > kMaxFormatCount)
+      throw_render_error("batch: linecount too large to fill");
     Array out, cur;
     for (const Value& x : sequence(v, name)) {
       cur.push_back(x);

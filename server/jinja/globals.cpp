@@ -28,9 +28,10 @@ Value range(const Args& a) {
   if (step == 0) throw_render_error("range() step must not be zero");
   constexpr int64_t kMaxItems = 1 << 20;  // a template has no use for more; guards memory
   Array out;
-  for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) {
+  for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (int64_t(out.size()) >= kMaxItems) throw_render_error("range() too large");
     out.emplace_back(i);
+    if (__builtin_add_overflow(i, step, &i)) break;  // past int64's end: past `stop` too
   }
   return Value(std::move(out));
 }

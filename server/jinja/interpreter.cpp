@@ -105,9 +105,14 @@ Value arithmetic(const std::string& op, const Value& a, const Value& b, int line
     }
     if (op == "**") {
       if (y < 0) return Value(std::pow(double(x), double(y)));
+      // By squaring: O(log y) steps, so 1 ** 10**18 ends (a loop of y multiplications would not).
       r = 1;
-      for (int64_t i = 0; i < y && r != 0; ++i)
-        if (__builtin_mul_overflow(r, x, &r)) return checked(true);
+      for (int64_t base = x, e = y; e > 0; e >>= 1) {
+        int64_t next = 0;
+        if ((e & 1) && __builtin_mul_overflow(r, base, &r)) return checked(true);
+        if (e > 1 && __builtin_mul_overflow(base, base, &next)) return checked(true);
+        base = next;
+      }
       return Value(r);
     }
   }

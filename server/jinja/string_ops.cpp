@@ -1,5 +1,6 @@
 #include "server/jinja/string_ops.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -326,6 +327,13 @@ int64_t decimal_count(std::string_view digits, const char* what) {
   return v;
 }
 
+int64_t truncate_to_int(double d, const char* what) {
+  // 2^63 is exact as a double; every double below it in magnitude truncates to a representable int64.
+  if (!(std::fabs(d) < 9223372036854775808.0))
+    throw_render_error(std::string(what) + ": " + Value(d).str() + " is out of range");
+  return int64_t(d);
+}
+
 std::string pad(const std::string& s, int64_t width, const std::string& how, const std::string& fill) {
   if (width > kMaxFormatCount) throw_render_error(how + ": width too large: " + std::to_string(width));
   const int64_t len = int64_t(utf8_length(s));
@@ -470,7 +478,7 @@ std::string percent_format(const std::string& format, const Value& args) {
       case 'r': out += apply_spec(Value(v.repr()), spec); break;
       case 'd':
       case 'i':
-        out += apply_spec(v.is_float() ? Value(int64_t(v.as_float())) : v, spec + "d");
+        out += apply_spec(v.is_float() ? Value(truncate_to_int(v.as_float(), "%d format")) : v, spec + "d");
         break;
       case 'f':
       case 'F':

@@ -258,6 +258,21 @@ TEST_SUITE("jinja") {
     CHECK(message("{{ 1 // 0 }}") == "template error, line 1: integer division or modulo by zero");
     CHECK(message("{{ 9223372036854775807 + 1 }}").find("integer overflow") != std::string::npos);
     CHECK(message("{{ 3 ** 99 }}").find("integer overflow") != std::string::npos);
+    // Found reading the filters after finding 10: signed overflow, float-to-int casts out of range, a
+    // power by repeated multiplication that never ended, and sizes that only asked for memory.
+    CHECK(render("{{ 1 ** 1000000000000000000 }} {{ (-1) ** 999999999999999999 }} {{ 3 ** 39 }}") ==
+          "1 -1 4052555153018976267");
+    CHECK(message("{{ 2 ** 1000000000000000000 }}").find("integer overflow") != std::string::npos);
+    CHECK(message("{{ [9223372036854775807, 1]|sum }}").find("integer overflow in sum") != std::string::npos);
+    CHECK(message("{{ (-9223372036854775807 - 1)|abs }}").find("integer overflow in abs()") != std::string::npos);
+    CHECK(render("{{ 1e300|int }} {{ '1e300'|int(7) }} {{ (-2.5e18)|int }}") == "0 7 -2500000000000000000");
+    CHECK(message("{{ '%d' % 1e300 }}").find("out of range") != std::string::npos);
+    CHECK(error_kind("{{ 'a'|indent(-1) }}") == Error::Kind::Render);
+    CHECK(error_kind("{{ 'a'|indent(10000000000000) }}") == Error::Kind::Render);
+    CHECK(error_kind("{{ [1]|batch(10000000000000, 0) }}") == Error::Kind::Render);
+    CHECK(render("{{ [1, 2, 3]|batch(2, 0)|list }}") == "[[1, 2], [3, 0]]");
+    CHECK(render("{{ range(9223372036854775800, 9223372036854775807, 5)|list }}") ==
+          "[9223372036854775800, 9223372036854775805]");
     CHECK(message("{{ 'ab' * 1000000000000 }}").find("too large") != std::string::npos);
     CHECK(message("{{ [1, 2] * 1000000000000 }}").find("too large") != std::string::npos);
     CHECK(message("{{ range(1000000000000) }}").find("too large") != std::string::npos);
