@@ -215,19 +215,49 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
   ap.slot_mapping = batch.slot_mapping.data();
   const kernels::KvDType kv_dtype = kv.config().dtype;
 
+  // The last layer computes its queries, attention, output projection and MLP only for the rows that need
+  // logits (llama.cpp's inp_out_ids): no later layer reads the others, and every row's K and V still go
+  // into the cache. A prompt's prefill thus skips most of a layer. Each kept row attends as a sequence of
+  // one query (the generation kernel), which gives the context kernel's bits (kernels/cpu/attention_tile.h),
+  // and the matrix products' rows do not depend on the batch, so the logits are the same bits. Not for
+  // beams (their block-table rows index the whole batch) or a per-tensor KV scale still to be calibrated.
+  const int R = int(batch.logits_rows.size());
+  bool prune = R < T && batch.cache_indir.empty() &&
+               !(kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(c.num_layers - 1, 0) == 0.0f);
+  for (int r = 0; prune && r < R; ++r)
+    prune = batch.logits_rows[size_t(r)] >= 0 && batch.logits_rows[size_t(r)] < T &&
+            (r == 0 || batch.logits_rows[size_t(r)] > batch.logits_rows[size_t(r) - 1]);
+
+  int n = T;  // rows the layer carries past its attention: T, or R in a pruned last layer
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& L = w_.layers[size_t(l)];
+    const bool pruned = prune && l + 1 == c.num_layers;
     // Attention block. Every later layer's first norm comes with the residual add that ends the layer before.
     if (l == 0) kernels::rms_norm(x_.data(), L.attn_norm.data(), xb_.data(), T, dim, c.rms_eps);
-    const kernels::MatmulTarget qkv[] = {{&L.wq, qkv_q_.data()}, {&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
-    kernels::matmul(qkv, xb_.data(), T);
+    if (!pruned) {
+      const kernels::MatmulTarget qkv[] = {{&L.wq, qkv_q_.data()}, {&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
+      kernels::matmul(qkv, xb_.data(), T);
+    } else {
+      const kernels::MatmulTarget kv_targets[] = {{&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
+      kernels::matmul(kv_targets, xb_.data(), T);
+      // The kept rows, moved to the front of the residual stream and of its normed copy (rows ascend, so
+      // each moves up or stays).
+      for (int r = 0; r < R; ++r) {
+        const size_t from = size_t(batch.logits_rows[size_t(r)]) * dim, to = size_t(r) * dim;
+        if (from == to) continue;
+        std::copy(&x_[from], &x_[from] + dim, &x_[to]);
+        std::copy(&xb_[from], &xb_[from] + dim, &xb_[to]);
+      }
+      n = R;
+      matmul(L.wq, xb_.data(), qkv_q_.data(), n);
+    }
     if (c.qkv_bias) {
-      kernels::add_bias(qkv_q_.data(), L.bq.data(), T, c.q_dim());
+      kernels::add_bias(qkv_q_.data(), L.bq.data(), n, c.q_dim());
       kernels::add_bias(qkv_k_.data(), L.bk.data(), T, c.kv_dim());
       kernels::add_bias(qkv_v_.data(), L.bv.data(), T, c.kv_dim());
     }
     if (c.qk_norm) {  // every head [head_dim] of q and k is a row; RoPE (fused below) comes after
-      kernels::rms_norm(qkv_q_.data(), L.q_norm.data(), qkv_q_.data(), int64_t(T) * c.num_q_heads, c.head_dim, c.rms_eps);
+      kernels::rms_norm(qkv_q_.data(), L.q_norm.data(), qkv_q_.data(), int64_t(n) * c.num_q_heads, c.head_dim, c.rms_eps);
       kernels::rms_norm(qkv_k_.data(), L.k_norm.data(), qkv_k_.data(), int64_t(T) * c.num_kv_heads, c.head_dim, c.rms_eps);
     }
     if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
@@ -239,32 +269,63 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     ap.kv = kv.layer_view(l);
     ap.kv.block_tables = batch.block_tables.data();
     ap.kv.max_blocks_per_seq = batch.max_blocks_per_seq;
-    kernels::cpu::attention(ap);
+    if (!pruned) {
+      kernels::cpu::attention(ap);
+    } else {
+      kernels::cpu::append_kv(ap);  // every row's K (rotated) and V
+      kernels::cpu::attention(kept_rows_attention(batch, ap));
+    }
 
-    matmul(L.wo, att_.data(), xb_.data(), T);
+    matmul(L.wo, att_.data(), xb_.data(), n);
 
     // SwiGLU MLP block.
-    kernels::add_rms_norm(x_.data(), xb_.data(), L.ffn_norm.data(), xb_.data(), T, dim, c.rms_eps);
+    kernels::add_rms_norm(x_.data(), xb_.data(), L.ffn_norm.data(), xb_.data(), n, dim, c.rms_eps);
     const kernels::MatmulTarget gate_up[] = {{&L.w_gate, hb_.data()}, {&L.w_up, hb2_.data()}};
-    kernels::matmul(gate_up, xb_.data(), T);
-    kernels::silu_mul(hb_.data(), hb2_.data(), hb_.data(), T, c.ffn_dim);
-    matmul(L.w_down, hb_.data(), xb_.data(), T);
+    kernels::matmul(gate_up, xb_.data(), n);
+    kernels::silu_mul(hb_.data(), hb2_.data(), hb_.data(), n, c.ffn_dim);
+    matmul(L.w_down, hb_.data(), xb_.data(), n);
     if (l + 1 < c.num_layers)
-      kernels::add_rms_norm(x_.data(), xb_.data(), w_.layers[size_t(l) + 1].attn_norm.data(), xb_.data(), T, dim,
+      kernels::add_rms_norm(x_.data(), xb_.data(), w_.layers[size_t(l) + 1].attn_norm.data(), xb_.data(), n, dim,
                             c.rms_eps);
     else
-      kernels::add_inplace(x_.data(), xb_.data(), int64_t(T) * dim);
+      kernels::add_inplace(x_.data(), xb_.data(), int64_t(n) * dim);
   }
 
-  // Final norm and LM head, only for the rows that need logits.
-  const int R = int(batch.logits_rows.size());
+  // Final norm and LM head, only for the rows that need logits (already the first R rows when pruned).
   rows_.resize(size_t(R) * dim);
   for (int r = 0; r < R; ++r) {
-    const float* src = &x_[size_t(batch.logits_rows[size_t(r)]) * dim];
+    const float* src = &x_[size_t(prune ? r : batch.logits_rows[size_t(r)]) * dim];
     std::copy(src, src + dim, &rows_[size_t(r) * dim]);
   }
   kernels::rms_norm(rows_.data(), w_.output_norm.data(), rows_.data(), R, dim, c.rms_eps);
   matmul(w_.output, rows_.data(), logits, R);
+}
+
+kernels::AttentionParams Model::kept_rows_attention(const ScheduledBatch& batch, const kernels::AttentionParams& ap) {
+  // Kept row r (token t of sequence s) becomes sequence r: one query at position past_len[s] + (t - q_start[s]),
+  // the keys before it and itself (already in the cache), read through sequence s's block table.
+  const int R = int(batch.logits_rows.size()), B = batch.max_blocks_per_seq;
+  kept_.q_start.resize(size_t(R) + 1);
+  kept_.past_len.resize(size_t(R));
+  kept_.positions.resize(size_t(R));
+  kept_.block_tables.resize(size_t(R) * size_t(B));
+  for (int r = 0; r <= R; ++r) kept_.q_start[size_t(r)] = r;
+  for (int r = 0; r < R; ++r) {
+    const int t = batch.logits_rows[size_t(r)];
+    const int s = int(std::upper_bound(batch.q_start.begin(), batch.q_start.end(), t) - batch.q_start.begin()) - 1;
+    kept_.past_len[size_t(r)] = batch.past_len[size_t(s)] + (t - batch.q_start[size_t(s)]);
+    kept_.positions[size_t(r)] = batch.positions[size_t(t)];
+    std::copy_n(&batch.block_tables[size_t(s) * size_t(B)], B, &kept_.block_tables[size_t(r) * size_t(B)]);
+  }
+  kernels::AttentionParams p = ap;
+  p.num_seqs = R;
+  p.q_start = kept_.q_start.data();
+  p.past_len = kept_.past_len.data();
+  p.positions = kept_.positions.data();
+  p.kv.block_tables = kept_.block_tables.data();
+  p.k = p.v = nullptr;  // appended already
+  p.slot_mapping = nullptr;
+  return p;
 }
 
 }  // namespace inflight::engine

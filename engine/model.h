@@ -65,6 +65,8 @@ class Model {
  private:
   void forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float* logits);
   void ensure_scratch(int num_tokens);
+  // The attention of the last layer's kept rows (forward_pass): each logits row as a sequence of one query.
+  kernels::AttentionParams kept_rows_attention(const ScheduledBatch& batch, const kernels::AttentionParams& ap);
 
   ModelWeights w_;
   Device device_ = Device::Cpu;
@@ -73,6 +75,9 @@ class Model {
   int last_num_passes_ = 0;
   // Scratch, [num_tokens, *]; grown on demand.
   std::vector<float> x_, xb_, qkv_q_, qkv_k_, qkv_v_, att_, hb_, hb2_, rows_;
+  struct {
+    std::vector<int32_t> q_start, past_len, positions, block_tables;
+  } kept_;  // kept_rows_attention's batch
   int scratch_tokens_ = 0;
 };
 

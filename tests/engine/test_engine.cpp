@@ -2,6 +2,7 @@
 // preemption, cancellation, prefix caching, n > 1, stop strings; the pool never leaks.
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -333,5 +334,77 @@ TEST_SUITE("engine") {
     CHECK(tail.logits_rows == std::vector<int32_t>{nb - 13, nb - 12});
     CHECK(tail.num_context_seqs == 1);
     for (auto& table : t) table.release(kv.pool());
+  }
+  TEST_CASE("the last layer computes only the rows that want logits, to the same logits and cache bits") {
+    // A mixed step (a whole prompt, a prompt continued after 10 cached tokens, one generation token) run with
+    // the usual logits rows (the last layer pruned to them) and with every row's logits (nothing pruned). The
+    // wanted rows' logits and every cached K/V byte must match, and so must the logits of a step after it.
+    Fixture& f = fixture();
+    const auto& cfg = f.model.config();
+    const std::vector<int32_t> a = f.tok.encode(test::kStoryPrompts[6], true), b = f.tok.encode(test::kStoryPrompts[4], true),
+                               c = f.tok.encode(test::kStoryPrompts[1], true);
+    REQUIRE(b.size() > 12);
+    const int bs = 4, na = int(a.size()), nb = int(b.size()), nc = int(c.size());
+    auto run = [&](kernels::KvDType dtype, bool all_rows, std::vector<uint8_t>* cache_bytes) {
+      cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, dtype});
+      const kernels::PagedKvView last = kv.layer_view(cfg.num_layers - 1);
+      const size_t data_bytes = size_t(last.offset(last.num_blocks, 0, 0, 0)) * kernels::kv_elem_bytes(dtype);
+      const size_t num_scales = size_t(last.num_blocks) * 2 * size_t(last.num_kv_heads) * bs * size_t(last.num_scale_groups());
+      std::memset(last.data, 0, data_bytes);  // the bytes no step writes compare equal too
+      if (last.scales != nullptr) std::fill_n(last.scales, num_scales, 0.0f);
+      std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
+      REQUIRE(t[0].reserve(kv.pool(), na + 1));
+      REQUIRE(t[1].reserve(kv.pool(), nb));
+      REQUIRE(t[2].reserve(kv.pool(), nc));
+      const int saved = f.model.max_pass_tokens();
+      f.model.set_max_pass_tokens(0);
+      engine::ScheduledBatch earlier;
+      earlier.add_sequence(b.data(), 10, 0, t[1].blocks().data(), t[1].num_blocks(), bs, false);
+      earlier.add_sequence(c.data(), nc - 1, 0, t[2].blocks().data(), t[2].num_blocks(), bs, false);
+      earlier.num_context_seqs = 2;
+      std::vector<float> logits(size_t(na + nb) * cfg.vocab_size);
+      f.model.forward(earlier, kv, logits.data());
+      engine::ScheduledBatch s;
+      s.add_sequence(a.data(), na, 0, t[0].blocks().data(), t[0].num_blocks(), bs, true);
+      s.add_sequence(b.data() + 10, nb - 10, 10, t[1].blocks().data(), t[1].num_blocks(), bs, true);
+      s.add_sequence(c.data() + nc - 1, 1, nc - 1, t[2].blocks().data(), t[2].num_blocks(), bs, true);
+      s.num_context_seqs = 2;
+      const std::vector<int32_t> wanted = s.logits_rows;
+      REQUIRE(wanted.size() == 3);
+      if (all_rows) {
+        s.logits_rows.resize(size_t(s.num_tokens()));
+        for (int r = 0; r < s.num_tokens(); ++r) s.logits_rows[size_t(r)] = r;
+      }
+      f.model.forward(s, kv, logits.data());
+      std::vector<float> out;
+      for (size_t i = 0; i < wanted.size(); ++i) {
+        const size_t row = all_rows ? size_t(wanted[i]) : i;
+        out.insert(out.end(), &logits[row * cfg.vocab_size], &logits[(row + 1) * cfg.vocab_size]);
+      }
+      // A generation step after it reads every row's K/V of the pruned layer.
+      const int32_t next = 7;
+      engine::ScheduledBatch after;
+      after.add_sequence(&next, 1, na, t[0].blocks().data(), t[0].num_blocks(), bs, true);
+      f.model.forward(after, kv, logits.data());
+      out.insert(out.end(), &logits[0], &logits[cfg.vocab_size]);
+      const auto* bytes = static_cast<const uint8_t*>(last.data);
+      cache_bytes->assign(bytes, bytes + data_bytes);
+      if (last.scales != nullptr) {
+        const auto* sb = reinterpret_cast<const uint8_t*>(last.scales);
+        cache_bytes->insert(cache_bytes->end(), sb, sb + num_scales * sizeof(float));
+      }
+      f.model.set_max_pass_tokens(saved);
+      for (auto& table : t) table.release(kv.pool());
+      return out;
+    };
+    for (const kernels::KvDType dtype : {kernels::KvDType::F32, kernels::KvDType::F16, kernels::KvDType::Int8}) {
+      CAPTURE(int(dtype));
+      std::vector<uint8_t> pruned_cache, full_cache;
+      const std::vector<float> pruned = run(dtype, false, &pruned_cache), full = run(dtype, true, &full_cache);
+      REQUIRE(pruned.size() == size_t(4) * cfg.vocab_size);
+      CHECK(std::memcmp(pruned.data(), full.data(), pruned.size() * sizeof(float)) == 0);
+      CHECK(pruned_cache == full_cache);
+      CHECK(!pruned_cache.empty());
+    }
   }
 }
