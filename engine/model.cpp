@@ -273,6 +273,7 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
       kernels::cpu::attention(ap);
     } else {
       kernels::cpu::append_kv(ap);  // every row's K (rotated) and V
+      if (n == 0) break;            // a prompt's chunk before its last: only its K/V were wanted
       kernels::cpu::attention(kept_rows_attention(batch, ap));
     }
 
