@@ -88,6 +88,44 @@ void run_concurrently(engine::EngineConfig config, int num_blocks, int block_siz
   CHECK(kv->pool().num_free() == num_blocks);  // nothing leaked (cached blocks count as free)
 }
 
+// One mixed step on stories260K with a 4-token block size: a's whole prompt, b's prompt after its first 10
+// tokens (cached by an earlier step), and c's last prompt token after the rest of it: 2 context sequences
+// and one of a single token, each wanting logits.
+struct MixedStep {
+  static constexpr int kBlockSize = 4;
+  std::vector<int32_t> a, b, c;
+  int na, nb, nc;
+  explicit MixedStep(const engine::Tokenizer& tok)
+      : a(tok.encode(test::kStoryPrompts[6], true)), b(tok.encode(test::kStoryPrompts[4], true)),
+        c(tok.encode(test::kStoryPrompts[1], true)), na(int(a.size())), nb(int(b.size())), nc(int(c.size())) {
+    REQUIRE(nb > 12);
+  }
+  // Block tables covering each prompt (a's one more token).
+  std::vector<cache::BlockTable> reserve(cache::KvCache& kv) const {
+    std::vector<cache::BlockTable> t(3, cache::BlockTable(kBlockSize));
+    REQUIRE(t[0].reserve(kv.pool(), na + 1));
+    REQUIRE(t[1].reserve(kv.pool(), nb));
+    REQUIRE(t[2].reserve(kv.pool(), nc));
+    return t;
+  }
+  // The step before: b's first 10 tokens and all of c but its last.
+  engine::ScheduledBatch earlier(const std::vector<cache::BlockTable>& t) const {
+    engine::ScheduledBatch s;
+    s.add_sequence(b.data(), 10, 0, t[1].blocks().data(), t[1].num_blocks(), kBlockSize, false);
+    s.add_sequence(c.data(), nc - 1, 0, t[2].blocks().data(), t[2].num_blocks(), kBlockSize, false);
+    s.num_context_seqs = 2;
+    return s;
+  }
+  engine::ScheduledBatch step(const std::vector<cache::BlockTable>& t) const {
+    engine::ScheduledBatch s;
+    s.add_sequence(a.data(), na, 0, t[0].blocks().data(), t[0].num_blocks(), kBlockSize, true);
+    s.add_sequence(b.data() + 10, nb - 10, 10, t[1].blocks().data(), t[1].num_blocks(), kBlockSize, true);
+    s.add_sequence(c.data() + nc - 1, 1, nc - 1, t[2].blocks().data(), t[2].num_blocks(), kBlockSize, true);
+    s.num_context_seqs = 2;
+    return s;
+  }
+};
+
 }  // namespace
 
 TEST_SUITE("engine") {
@@ -270,36 +308,17 @@ TEST_SUITE("engine") {
   TEST_CASE("a step of more tokens than max_pass_tokens runs as passes over slices of them, to the same bits") {
     Fixture& f = fixture();
     const auto& cfg = f.model.config();
-    const std::vector<int32_t> a = f.tok.encode(test::kStoryPrompts[6], true), b = f.tok.encode(test::kStoryPrompts[4], true),
-                               c = f.tok.encode(test::kStoryPrompts[1], true);
-    REQUIRE(b.size() > 12);
-    const int bs = 4, na = int(a.size()), nb = int(b.size()), nc = int(c.size());
-    // One step: a's whole prompt, b's prompt after its first 10 tokens (cached by an earlier step), and c's last
-    // prompt token after the rest of it: 2 context sequences and one of a single token, each wanting logits.
-    auto step_of = [&](const std::vector<cache::BlockTable>& t) {
-      engine::ScheduledBatch s;
-      s.add_sequence(a.data(), na, 0, t[0].blocks().data(), t[0].num_blocks(), bs, true);
-      s.add_sequence(b.data() + 10, nb - 10, 10, t[1].blocks().data(), t[1].num_blocks(), bs, true);
-      s.add_sequence(c.data() + nc - 1, 1, nc - 1, t[2].blocks().data(), t[2].num_blocks(), bs, true);
-      s.num_context_seqs = 2;
-      return s;
-    };
+    const MixedStep m(f.tok);
+    const int bs = MixedStep::kBlockSize, na = m.na, nb = m.nb, nc = m.nc;
     auto run = [&](int max_pass, kernels::KvDType dtype, int* passes) {
       cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, dtype});
-      std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
-      REQUIRE(t[0].reserve(kv.pool(), na));
-      REQUIRE(t[1].reserve(kv.pool(), nb));
-      REQUIRE(t[2].reserve(kv.pool(), nc));
+      std::vector<cache::BlockTable> t = m.reserve(kv);
       const int saved = f.model.max_pass_tokens();
       f.model.set_max_pass_tokens(0);
-      engine::ScheduledBatch earlier;
-      earlier.add_sequence(b.data(), 10, 0, t[1].blocks().data(), t[1].num_blocks(), bs, false);
-      earlier.add_sequence(c.data(), nc - 1, 0, t[2].blocks().data(), t[2].num_blocks(), bs, false);
-      earlier.num_context_seqs = 2;
       std::vector<float> logits(size_t(3) * cfg.vocab_size);
-      f.model.forward(earlier, kv, logits.data());
+      f.model.forward(m.earlier(t), kv, logits.data());
       f.model.set_max_pass_tokens(max_pass);
-      f.model.forward(step_of(t), kv, logits.data());
+      f.model.forward(m.step(t), kv, logits.data());
       *passes = f.model.last_num_passes();
       f.model.set_max_pass_tokens(saved);
       for (auto& table : t) table.release(kv.pool());
@@ -315,12 +334,10 @@ TEST_SUITE("engine") {
     }
 
     // The slicing itself: tokens [3, na + 2) hold a's tail (3 tokens cached before it) and b's first two.
-    std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
     cache::KvCache kv(
         cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, kernels::KvDType::F32});
-    for (auto [i, n] : {std::pair{0, na}, std::pair{1, nb}, std::pair{2, nc}})
-      REQUIRE(t[size_t(i)].reserve(kv.pool(), n));
-    const engine::ScheduledBatch step = step_of(t), part = step.token_range(3, na + 2);
+    std::vector<cache::BlockTable> t = m.reserve(kv);
+    const engine::ScheduledBatch step = m.step(t), part = step.token_range(3, na + 2);
     CHECK(part.num_tokens() == na - 1);
     CHECK(part.q_start == std::vector<int32_t>{0, na - 3, na - 1});
     CHECK(part.past_len == std::vector<int32_t>{3, 10});
@@ -335,16 +352,15 @@ TEST_SUITE("engine") {
     CHECK(tail.num_context_seqs == 1);
     for (auto& table : t) table.release(kv.pool());
   }
+
   TEST_CASE("the last layer computes only the rows that want logits, to the same logits and cache bits") {
-    // A mixed step (a whole prompt, a prompt continued after 10 cached tokens, one generation token) run with
-    // the usual logits rows (the last layer pruned to them) and with every row's logits (nothing pruned). The
-    // wanted rows' logits and every cached K/V byte must match, and so must the logits of a step after it.
+    // The mixed step run with its logits rows (the last layer pruned to them) and with every row's logits
+    // (nothing pruned). The wanted rows' logits and every cached K/V byte must match, and so must the logits
+    // of a step after it.
     Fixture& f = fixture();
     const auto& cfg = f.model.config();
-    const std::vector<int32_t> a = f.tok.encode(test::kStoryPrompts[6], true), b = f.tok.encode(test::kStoryPrompts[4], true),
-                               c = f.tok.encode(test::kStoryPrompts[1], true);
-    REQUIRE(b.size() > 12);
-    const int bs = 4, na = int(a.size()), nb = int(b.size()), nc = int(c.size());
+    const MixedStep m(f.tok);
+    const int bs = MixedStep::kBlockSize;
     auto run = [&](kernels::KvDType dtype, bool all_rows, std::vector<uint8_t>* cache_bytes) {
       cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, dtype});
       const kernels::PagedKvView last = kv.layer_view(cfg.num_layers - 1);
@@ -352,23 +368,12 @@ TEST_SUITE("engine") {
       const size_t num_scales = size_t(last.num_blocks) * 2 * size_t(last.num_kv_heads) * bs * size_t(last.num_scale_groups());
       std::memset(last.data, 0, data_bytes);  // the bytes no step writes compare equal too
       if (last.scales != nullptr) std::fill_n(last.scales, num_scales, 0.0f);
-      std::vector<cache::BlockTable> t(3, cache::BlockTable(bs));
-      REQUIRE(t[0].reserve(kv.pool(), na + 1));
-      REQUIRE(t[1].reserve(kv.pool(), nb));
-      REQUIRE(t[2].reserve(kv.pool(), nc));
+      std::vector<cache::BlockTable> t = m.reserve(kv);
       const int saved = f.model.max_pass_tokens();
       f.model.set_max_pass_tokens(0);
-      engine::ScheduledBatch earlier;
-      earlier.add_sequence(b.data(), 10, 0, t[1].blocks().data(), t[1].num_blocks(), bs, false);
-      earlier.add_sequence(c.data(), nc - 1, 0, t[2].blocks().data(), t[2].num_blocks(), bs, false);
-      earlier.num_context_seqs = 2;
-      std::vector<float> logits(size_t(na + nb) * cfg.vocab_size);
-      f.model.forward(earlier, kv, logits.data());
-      engine::ScheduledBatch s;
-      s.add_sequence(a.data(), na, 0, t[0].blocks().data(), t[0].num_blocks(), bs, true);
-      s.add_sequence(b.data() + 10, nb - 10, 10, t[1].blocks().data(), t[1].num_blocks(), bs, true);
-      s.add_sequence(c.data() + nc - 1, 1, nc - 1, t[2].blocks().data(), t[2].num_blocks(), bs, true);
-      s.num_context_seqs = 2;
+      std::vector<float> logits(size_t(m.na + m.nb) * cfg.vocab_size);
+      f.model.forward(m.earlier(t), kv, logits.data());
+      engine::ScheduledBatch s = m.step(t);
       const std::vector<int32_t> wanted = s.logits_rows;
       REQUIRE(wanted.size() == 3);
       if (all_rows) {
@@ -384,7 +389,7 @@ TEST_SUITE("engine") {
       // A generation step after it reads every row's K/V of the pruned layer.
       const int32_t next = 7;
       engine::ScheduledBatch after;
-      after.add_sequence(&next, 1, na, t[0].blocks().data(), t[0].num_blocks(), bs, true);
+      after.add_sequence(&next, 1, m.na, t[0].blocks().data(), t[0].num_blocks(), bs, true);
       f.model.forward(after, kv, logits.data());
       out.insert(out.end(), &logits[0], &logits[cfg.vocab_size]);
       const auto* bytes = static_cast<const uint8_t*>(last.data);
