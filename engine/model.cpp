@@ -257,8 +257,10 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
       kernels::add_bias(qkv_v_.data(), L.bv.data(), T, c.kv_dim());
     }
     if (c.qk_norm) {  // every head [head_dim] of q and k is a row; RoPE (fused below) comes after
-      kernels::rms_norm(qkv_q_.data(), L.q_norm.data(), qkv_q_.data(), int64_t(n) * c.num_q_heads, c.head_dim, c.rms_eps);
-      kernels::rms_norm(qkv_k_.data(), L.k_norm.data(), qkv_k_.data(), int64_t(T) * c.num_kv_heads, c.head_dim, c.rms_eps);
+      kernels::rms_norm(qkv_q_.data(), L.q_norm.data(), qkv_q_.data(), int64_t(n) * c.num_q_heads, c.head_dim,
+                        c.rms_eps);
+      kernels::rms_norm(qkv_k_.data(), L.k_norm.data(), qkv_k_.data(), int64_t(T) * c.num_kv_heads, c.head_dim,
+                        c.rms_eps);
     }
     if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
       // Per-tensor scale not given: calibrated once, from the first step that reaches this layer.

@@ -365,7 +365,8 @@ TEST_SUITE("engine") {
       cache::KvCache kv(cache::KvCacheConfig{cfg.num_layers, cfg.num_kv_heads, cfg.head_dim, bs, 64, dtype});
       const kernels::PagedKvView last = kv.layer_view(cfg.num_layers - 1);
       const size_t data_bytes = size_t(last.offset(last.num_blocks, 0, 0, 0)) * kernels::kv_elem_bytes(dtype);
-      const size_t num_scales = size_t(last.num_blocks) * 2 * size_t(last.num_kv_heads) * bs * size_t(last.num_scale_groups());
+      const size_t num_scales =
+          size_t(last.num_blocks) * 2 * size_t(last.num_kv_heads) * bs * size_t(last.num_scale_groups());
       std::memset(last.data, 0, data_bytes);  // the bytes no step writes compare equal too
       if (last.scales != nullptr) std::fill_n(last.scales, num_scales, 0.0f);
       std::vector<cache::BlockTable> t = m.reserve(kv);
