@@ -128,16 +128,14 @@ int64_t int_option(const Args& a, int i, const char* name, int64_t dflt, const c
   return v->as_int();
 }
 
-// Whether a float truncates to an int64 (the cast is undefined behaviour otherwise); int gives its default where not.
-bool in_int64(double d) { return std::fabs(d) < 9223372036854775808.0; }
-
+// A float outside int64 (fits_int64) gives the default, as do inf and NaN.
 Value to_int(const Value& v, const Args& a) {
   const Value dflt = opt(a, 0, "default");
   const int64_t base = int_option(a, 1, "base", 10, "int");
   const Value fallback = dflt.is_undefined() ? Value(int64_t(0)) : dflt;
   if (v.is_int()) return v;
   if (v.is_bool()) return Value(int64_t(v.as_bool()));
-  if (v.is_float()) return in_int64(v.as_float()) ? Value(int64_t(v.as_float())) : fallback;
+  if (v.is_float()) return fits_int64(v.as_float()) ? Value(int64_t(v.as_float())) : fallback;
   if (v.is_string()) {
     const std::string s = strip(v.as_string(), nullptr, true, true);
     try {
@@ -145,7 +143,7 @@ Value to_int(const Value& v, const Args& a) {
       const int64_t i = std::stoll(s, &used, int(base));
       if (used == s.size()) return Value(i);
       const double d = std::stod(s, &used);
-      if (used == s.size() && base == 10 && in_int64(d)) return Value(int64_t(d));
+      if (used == s.size() && base == 10 && fits_int64(d)) return Value(int64_t(d));
     } catch (const std::exception&) {
     }
   }

@@ -1,6 +1,5 @@
 #include "server/jinja/string_ops.h"
 
-#include <cmath>
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -328,8 +327,7 @@ int64_t decimal_count(std::string_view digits, const char* what) {
 }
 
 int64_t truncate_to_int(double d, const char* what) {
-  // 2^63 is exact as a double; every double below it in magnitude truncates to a representable int64.
-  if (!(std::fabs(d) < 9223372036854775808.0))
+  if (!fits_int64(d))
     throw_render_error(std::string(what) + ": " + Value(d).str() + " is out of range");
   return int64_t(d);
 }

@@ -31,8 +31,10 @@ inline constexpr int64_t kMaxFormatCount = int64_t(1) << 20;
 // The value of a run of decimal digits (a width, a precision, an index in a dotted path); a render error
 // naming `what` past kMaxFormatCount.
 int64_t decimal_count(std::string_view digits, const char* what);
-// A float truncated toward zero, as Python's int(): a render error naming `what` where the value is not finite or
-// lies outside int64 (Python's ints are unbounded; the cast would be undefined behaviour).
+// Whether a float truncates toward zero to an int64 (Python's ints are unbounded; outside int64, and for NaN and
+// infinities, the cast is undefined behaviour). 2^63 is exact as a double.
+inline bool fits_int64(double d) { return __builtin_fabs(d) < 9223372036854775808.0; }
+// A float truncated toward zero, as Python's int(): a render error naming `what` where !fits_int64(d).
 int64_t truncate_to_int(double d, const char* what);
 // center, ljust, rjust (with the fill character), zfill.
 std::string pad(const std::string& s, int64_t width, const std::string& how, const std::string& fill);
