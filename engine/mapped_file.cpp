@@ -1,7 +1,6 @@
 #include "engine/mapped_file.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,15 +15,6 @@ namespace inflight::engine {
 
 namespace {
 
-// Anonymous pages (page-aligned, as mmap'ed tensors were; returned to the system on destruction).
-struct Mapping {
-  void* addr = nullptr;
-  size_t size = 0;
-  ~Mapping() {
-    if (addr != nullptr) munmap(addr, size);
-  }
-};
-
 struct Fd {
   int fd = -1;
   ~Fd() {
@@ -33,22 +23,8 @@ struct Fd {
 };
 
 constexpr uint64_t kReadChunk = uint64_t(32) << 20;  // bytes per read(), and per task of the parallel read
-constexpr size_t kHugePage = size_t(2) << 20;    // x86-64 transparent huge page
 
 }  // namespace
-
-HugePageMemory allocate_huge_pages(size_t bytes) {
-  // Over-allocated by one huge page so that the start can be aligned to one.
-  const size_t mapped = bytes + kHugePage;
-  void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (base == MAP_FAILED) return {};
-  auto mapping = std::make_shared<Mapping>();
-  mapping->addr = base;
-  mapping->size = mapped;
-  void* addr = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(base) + kHugePage - 1) & ~uintptr_t(kHugePage - 1));
-  madvise(addr, bytes, MADV_HUGEPAGE);  // advice only: no huge pages is no error
-  return {static_cast<uint8_t*>(addr), std::move(mapping)};
-}
 
 MappedFile map_file(const std::string& path) {
   Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
@@ -58,8 +34,8 @@ MappedFile map_file(const std::string& path) {
   if (!S_ISREG(st.st_mode)) throw_load_error(path, "not a regular file");
   MappedFile file;
   file.size = uint64_t(st.st_size);
-  if (file.size == 0) {  // mmap rejects length 0; an empty file is simply no bytes
-    file.owner = std::make_shared<Mapping>();
+  if (file.size == 0) {  // an empty file is simply no bytes (and an owner, as views expect)
+    file.owner = std::make_shared<char>();
     return file;
   }
   // Weights are read in full once per token, so they sit on 2 MiB pages where the kernel allows it

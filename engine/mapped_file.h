@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "kernels/huge_pages.h"
+
 namespace inflight::engine {
 
 struct MappedFile {
@@ -19,13 +21,8 @@ struct MappedFile {
 // opened or read, is not a regular file, or changes size while it is read.
 MappedFile map_file(const std::string& path);
 
-// `bytes` (> 0) of anonymous read-write memory, aligned to 2 MiB and advised onto 2 MiB pages (transparent
-// huge pages "madvise" or "always"), freed when the last copy of `owner` goes; data is nullptr (errno set)
-// when it cannot be had. map_file() reads into such memory.
-struct HugePageMemory {
-  uint8_t* data = nullptr;
-  std::shared_ptr<const void> owner;
-};
-HugePageMemory allocate_huge_pages(size_t bytes);
+// Huge-page memory (kernels/huge_pages.h), which map_file() reads into.
+using kernels::HugePageMemory;
+using kernels::allocate_huge_pages;
 
 }  // namespace inflight::engine

@@ -139,16 +139,23 @@ int64_t Model::device_weight_bytes() const {
 
 void Model::ensure_scratch(int num_tokens) {
   if (num_tokens <= scratch_tokens_) return;
+  // One block on 2 MiB pages, carved into the arrays below. On small pages a 256-token pass's first touch of
+  // its scratch (about 1,400 4 KiB pages for SmolLM, 5,600 for TinyLlama) took 15-20 ms of a 360 ms SmolLM
+  // prefill on a Zen 5 VM (bench/RESULTS.md); page faults there cost about 10 us each.
   const ModelConfig& c = w_.config;
-  const size_t t = size_t(num_tokens);
-  x_.resize(t * c.dim);        // [T, dim] residual stream
-  xb_.resize(t * c.dim);       // [T, dim] normed input / block output
-  qkv_q_.resize(t * c.q_dim());   // [T, Nq * H]
-  qkv_k_.resize(t * c.kv_dim());  // [T, Nkv * H]
-  qkv_v_.resize(t * c.kv_dim());  // [T, Nkv * H]
-  att_.resize(t * c.q_dim());     // [T, Nq * H] attention output
-  hb_.resize(t * c.ffn_dim);      // [T, ffn] gate, then silu(gate) * up
-  hb2_.resize(t * c.ffn_dim);     // [T, ffn] up
+  const int64_t t = num_tokens;
+  const int64_t widths[] = {c.dim, c.dim, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.ffn_dim, c.ffn_dim};
+  float** arrays[] = {&x_, &xb_, &qkv_q_, &qkv_k_, &qkv_v_, &att_, &hb_, &hb2_};
+  int64_t floats = 0;
+  for (int64_t w : widths) floats += (t * w + 15) / 16 * 16;  // each array 64-byte aligned
+  HugePageMemory memory = allocate_huge_pages(size_t(floats) * sizeof(float));
+  if (memory.data == nullptr) throw std::bad_alloc();
+  float* p = reinterpret_cast<float*>(memory.data);
+  for (size_t i = 0; i < std::size(arrays); ++i) {
+    *arrays[i] = p;
+    p += (t * widths[i] + 15) / 16 * 16;
+  }
+  scratch_ = std::move(memory);
   scratch_tokens_ = num_tokens;
 }
 
@@ -196,9 +203,9 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
   }
 
   kernels::AttentionParams ap = c.attention_params();  // RoPE and the K/V append are fused into the call
-  ap.q = qkv_q_.data();
+  ap.q = qkv_q_;
   ap.q_stride = c.q_dim();
-  ap.out = att_.data();
+  ap.out = att_;
   ap.num_seqs = batch.num_seqs();
   ap.q_start = batch.q_start.data();
   ap.past_len = batch.past_len.data();
@@ -208,9 +215,9 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     ap.beam_row0 = batch.beam_row0.data();
   }
   ap.positions = batch.positions.data();
-  ap.k = qkv_k_.data();
+  ap.k = qkv_k_;
   ap.k_stride = c.kv_dim();
-  ap.v = qkv_v_.data();
+  ap.v = qkv_v_;
   ap.v_stride = c.kv_dim();
   ap.slot_mapping = batch.slot_mapping.data();
   const kernels::KvDType kv_dtype = kv.config().dtype;
@@ -233,13 +240,13 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     const LayerWeights& L = w_.layers[size_t(l)];
     const bool pruned = prune && l + 1 == c.num_layers;
     // Attention block. Every later layer's first norm comes with the residual add that ends the layer before.
-    if (l == 0) kernels::rms_norm(x_.data(), L.attn_norm.data(), xb_.data(), T, dim, c.rms_eps);
+    if (l == 0) kernels::rms_norm(x_, L.attn_norm.data(), xb_, T, dim, c.rms_eps);
     if (!pruned) {
-      const kernels::MatmulTarget qkv[] = {{&L.wq, qkv_q_.data()}, {&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
-      kernels::matmul(qkv, xb_.data(), T);
+      const kernels::MatmulTarget qkv[] = {{&L.wq, qkv_q_}, {&L.wk, qkv_k_}, {&L.wv, qkv_v_}};
+      kernels::matmul(qkv, xb_, T);
     } else {
-      const kernels::MatmulTarget kv_targets[] = {{&L.wk, qkv_k_.data()}, {&L.wv, qkv_v_.data()}};
-      kernels::matmul(kv_targets, xb_.data(), T);
+      const kernels::MatmulTarget kv_targets[] = {{&L.wk, qkv_k_}, {&L.wv, qkv_v_}};
+      kernels::matmul(kv_targets, xb_, T);
       // The kept rows, moved to the front of the residual stream and of its normed copy (rows ascend, so
       // each moves up or stays).
       for (int r = 0; r < R; ++r) {
@@ -249,17 +256,17 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
         std::copy(&xb_[from], &xb_[from] + dim, &xb_[to]);
       }
       n = R;
-      matmul(L.wq, xb_.data(), qkv_q_.data(), n);
+      matmul(L.wq, xb_, qkv_q_, n);
     }
     if (c.qkv_bias) {
-      kernels::add_bias(qkv_q_.data(), L.bq.data(), n, c.q_dim());
-      kernels::add_bias(qkv_k_.data(), L.bk.data(), T, c.kv_dim());
-      kernels::add_bias(qkv_v_.data(), L.bv.data(), T, c.kv_dim());
+      kernels::add_bias(qkv_q_, L.bq.data(), n, c.q_dim());
+      kernels::add_bias(qkv_k_, L.bk.data(), T, c.kv_dim());
+      kernels::add_bias(qkv_v_, L.bv.data(), T, c.kv_dim());
     }
     if (c.qk_norm) {  // every head [head_dim] of q and k is a row; RoPE (fused below) comes after
-      kernels::rms_norm(qkv_q_.data(), L.q_norm.data(), qkv_q_.data(), int64_t(n) * c.num_q_heads, c.head_dim,
+      kernels::rms_norm(qkv_q_, L.q_norm.data(), qkv_q_, int64_t(n) * c.num_q_heads, c.head_dim,
                         c.rms_eps);
-      kernels::rms_norm(qkv_k_.data(), L.k_norm.data(), qkv_k_.data(), int64_t(T) * c.num_kv_heads, c.head_dim,
+      kernels::rms_norm(qkv_k_, L.k_norm.data(), qkv_k_, int64_t(T) * c.num_kv_heads, c.head_dim,
                         c.rms_eps);
     }
     if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
@@ -279,19 +286,19 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
       kernels::cpu::attention(kept_rows_attention(batch, ap));
     }
 
-    matmul(L.wo, att_.data(), xb_.data(), n);
+    matmul(L.wo, att_, xb_, n);
 
     // SwiGLU MLP block.
-    kernels::add_rms_norm(x_.data(), xb_.data(), L.ffn_norm.data(), xb_.data(), n, dim, c.rms_eps);
-    const kernels::MatmulTarget gate_up[] = {{&L.w_gate, hb_.data()}, {&L.w_up, hb2_.data()}};
-    kernels::matmul(gate_up, xb_.data(), n);
-    kernels::silu_mul(hb_.data(), hb2_.data(), hb_.data(), n, c.ffn_dim);
-    matmul(L.w_down, hb_.data(), xb_.data(), n);
+    kernels::add_rms_norm(x_, xb_, L.ffn_norm.data(), xb_, n, dim, c.rms_eps);
+    const kernels::MatmulTarget gate_up[] = {{&L.w_gate, hb_}, {&L.w_up, hb2_}};
+    kernels::matmul(gate_up, xb_, n);
+    kernels::silu_mul(hb_, hb2_, hb_, n, c.ffn_dim);
+    matmul(L.w_down, hb_, xb_, n);
     if (l + 1 < c.num_layers)
-      kernels::add_rms_norm(x_.data(), xb_.data(), w_.layers[size_t(l) + 1].attn_norm.data(), xb_.data(), n, dim,
+      kernels::add_rms_norm(x_, xb_, w_.layers[size_t(l) + 1].attn_norm.data(), xb_, n, dim,
                             c.rms_eps);
     else
-      kernels::add_inplace(x_.data(), xb_.data(), int64_t(n) * dim);
+      kernels::add_inplace(x_, xb_, int64_t(n) * dim);
   }
 
   // Final norm and LM head, only for the rows that need logits (already the first R rows when pruned).

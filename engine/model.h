@@ -7,6 +7,7 @@
 
 #include "cache/kv_cache.h"
 #include "engine/batch.h"
+#include "engine/mapped_file.h"
 #include "engine/weights.h"
 
 namespace inflight::engine {
@@ -73,8 +74,11 @@ class Model {
   std::unique_ptr<CudaModel> cuda_;  // Device::Cuda
   int max_pass_tokens_ = kDefaultMaxPassTokens;
   int last_num_passes_ = 0;
-  // Scratch, [num_tokens, *]; grown on demand.
-  std::vector<float> x_, xb_, qkv_q_, qkv_k_, qkv_v_, att_, hb_, hb2_, rows_;
+  // Scratch, [num_tokens, *] in scratch_; grown on demand (ensure_scratch).
+  float *x_ = nullptr, *xb_ = nullptr, *qkv_q_ = nullptr, *qkv_k_ = nullptr, *qkv_v_ = nullptr, *att_ = nullptr;
+  float *hb_ = nullptr, *hb2_ = nullptr;
+  HugePageMemory scratch_;
+  std::vector<float> rows_;
   struct {
     std::vector<int32_t> q_start, past_len, positions, block_tables;
   } kept_;  // kept_rows_attention's batch

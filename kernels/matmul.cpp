@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "kernels/cpu/isa.h"
 #include "kernels/cpu/matmul_kernels.h"
 #include "kernels/cpu/matmul_kquant_interleave.h"
 #include "kernels/cpu/matmul_legacy_interleave.h"
+#include "kernels/huge_pages.h"
 #include "kernels/thread_pool.h"
 
 namespace inflight::kernels {
@@ -355,7 +357,12 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
   };
   thread_local Activations act[2];
   bool quantized[2] = {};
-  thread_local std::vector<float> packed;  // MatmulArgs::xt, where an interleaved F16 / BF16 matrix takes part
+  // MatmulArgs::xt, where an interleaved F16 / BF16 matrix takes part; on 2 MiB pages (a prefill's first
+  // pass would otherwise fault in TinyLlama's 2 MiB a 4 KiB page at a time).
+  thread_local struct {
+    HugePageMemory memory;
+    size_t floats = 0;
+  } packed;
   bool is_packed = false;
   // Offset lanes where a 32-weight format other than Q8_0 may run its direct kernel: plain at a few tokens,
   // interleaved at any number.
@@ -393,11 +400,15 @@ void matmul(std::span<const MatmulTarget> targets, const float* x, int64_t num_t
     job.first_block[i + 1] = job.first_block[i] + (w.rows + kRowBlock - 1) / kRowBlock;
     if (w.interleaved && block == 1 && num_tokens > 1 && packs_tokens(cols)) {
       if (!is_packed) {
-        packed.resize(size_t(num_tokens * cols));
-        pack_token_tiles(x, cols, num_tokens, packed.data());
+        if (packed.floats < size_t(num_tokens * cols)) {
+          packed.memory = allocate_huge_pages(size_t(num_tokens * cols) * sizeof(float));
+          if (packed.memory.data == nullptr) throw std::bad_alloc();
+          packed.floats = size_t(num_tokens * cols);
+        }
+        pack_token_tiles(x, cols, num_tokens, reinterpret_cast<float*>(packed.memory.data));
         is_packed = true;
       }
-      a.xt = packed.data();
+      a.xt = reinterpret_cast<const float*>(packed.memory.data);
     }
     if (block == 1) continue;
     const bool sums = is_kquant(w.dtype);  // else Q8_1 sums
