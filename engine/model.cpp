@@ -139,9 +139,9 @@ int64_t Model::device_weight_bytes() const {
 
 void Model::ensure_scratch(int num_tokens) {
   if (num_tokens <= scratch_tokens_) return;
-  // One block on 2 MiB pages, carved into the arrays below. On small pages a 256-token pass's first touch of
-  // its scratch (about 1,400 4 KiB pages for SmolLM, 5,600 for TinyLlama) took 15-20 ms of a 360 ms SmolLM
-  // prefill on a Zen 5 VM (bench/RESULTS.md); page faults there cost about 10 us each.
+  // One block on 2 MiB pages, carved into the arrays of model.h. On 4 KiB pages a 256-token pass's first touch
+  // of its scratch (about 1,400 pages for SmolLM, 5,000 for TinyLlama) took 15-20 ms of a 360 ms SmolLM
+  // prefill on a Zen 5 VM, where a page fault costs about 10 us (bench/RESULTS.md).
   const ModelConfig& c = w_.config;
   const int64_t t = num_tokens;
   const int64_t widths[] = {c.dim, c.dim, c.q_dim(), c.kv_dim(), c.kv_dim(), c.q_dim(), c.ffn_dim, c.ffn_dim};
@@ -264,10 +264,8 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
       kernels::add_bias(qkv_v_, L.bv.data(), T, c.kv_dim());
     }
     if (c.qk_norm) {  // every head [head_dim] of q and k is a row; RoPE (fused below) comes after
-      kernels::rms_norm(qkv_q_, L.q_norm.data(), qkv_q_, int64_t(n) * c.num_q_heads, c.head_dim,
-                        c.rms_eps);
-      kernels::rms_norm(qkv_k_, L.k_norm.data(), qkv_k_, int64_t(T) * c.num_kv_heads, c.head_dim,
-                        c.rms_eps);
+      kernels::rms_norm(qkv_q_, L.q_norm.data(), qkv_q_, int64_t(n) * c.num_q_heads, c.head_dim, c.rms_eps);
+      kernels::rms_norm(qkv_k_, L.k_norm.data(), qkv_k_, int64_t(T) * c.num_kv_heads, c.head_dim, c.rms_eps);
     }
     if (kernels::kv_has_static_scale(kv_dtype) && kv.static_scale(l, 0) == 0.0f) {
       // Per-tensor scale not given: calibrated once, from the first step that reaches this layer.
@@ -295,8 +293,7 @@ void Model::forward_pass(const ScheduledBatch& batch, cache::KvCache& kv, float*
     kernels::silu_mul(hb_, hb2_, hb_, n, c.ffn_dim);
     matmul(L.w_down, hb_, xb_, n);
     if (l + 1 < c.num_layers)
-      kernels::add_rms_norm(x_, xb_, w_.layers[size_t(l) + 1].attn_norm.data(), xb_, n, dim,
-                            c.rms_eps);
+      kernels::add_rms_norm(x_, xb_, w_.layers[size_t(l) + 1].attn_norm.data(), xb_, n, dim, c.rms_eps);
     else
       kernels::add_inplace(x_, xb_, int64_t(n) * dim);
   }

@@ -74,9 +74,15 @@ class Model {
   std::unique_ptr<CudaModel> cuda_;  // Device::Cuda
   int max_pass_tokens_ = kDefaultMaxPassTokens;
   int last_num_passes_ = 0;
-  // Scratch, [num_tokens, *] in scratch_; grown on demand (ensure_scratch).
-  float *x_ = nullptr, *xb_ = nullptr, *qkv_q_ = nullptr, *qkv_k_ = nullptr, *qkv_v_ = nullptr, *att_ = nullptr;
-  float *hb_ = nullptr, *hb2_ = nullptr;
+  // Scratch, [T, *] arrays in scratch_ (2 MiB pages); grown on demand (ensure_scratch).
+  float* x_ = nullptr;      // [T, dim] residual stream
+  float* xb_ = nullptr;     // [T, dim] normed input / block output
+  float* qkv_q_ = nullptr;  // [T, Nq * H]
+  float* qkv_k_ = nullptr;  // [T, Nkv * H]
+  float* qkv_v_ = nullptr;  // [T, Nkv * H]
+  float* att_ = nullptr;    // [T, Nq * H] attention output
+  float* hb_ = nullptr;     // [T, ffn] gate, then silu(gate) * up
+  float* hb2_ = nullptr;    // [T, ffn] up
   HugePageMemory scratch_;
   std::vector<float> rows_;
   struct {
