@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "engine/load_error.h"
+#include "kernels/huge_pages.h"
 #include "kernels/thread_pool.h"
 
 namespace inflight::engine {
@@ -40,7 +41,7 @@ MappedFile map_file(const std::string& path) {
   }
   // Weights are read in full once per token, so they sit on 2 MiB pages where the kernel allows it
   // (transparent_hugepage "madvise" or "always"): one TLB entry per 2 MiB instead of 512.
-  HugePageMemory memory = allocate_huge_pages(size_t(file.size));
+  kernels::HugePageMemory memory = kernels::allocate_huge_pages(size_t(file.size));
   if (memory.data == nullptr)
     throw_load_error(path, "cannot allocate " + std::to_string(file.size) + " bytes: " + std::strerror(errno));
   uint8_t* bytes = memory.data;

@@ -7,8 +7,6 @@
 #include <memory>
 #include <string>
 
-#include "kernels/huge_pages.h"
-
 namespace inflight::engine {
 
 struct MappedFile {
@@ -20,9 +18,5 @@ struct MappedFile {
 // Reads the whole file at `path` into anonymous memory. Throws LoadError naming `path` when it cannot be
 // opened or read, is not a regular file, or changes size while it is read.
 MappedFile map_file(const std::string& path);
-
-// Huge-page memory (kernels/huge_pages.h), which map_file() reads into.
-using kernels::HugePageMemory;
-using kernels::allocate_huge_pages;
 
 }  // namespace inflight::engine

@@ -7,7 +7,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "engine/mapped_file.h"
 #if INFLIGHT_CUDA
 #include "engine/model_cuda.h"
 #include "kernels/cuda/attention.h"
@@ -37,9 +36,9 @@ void interleave_matrices(ModelWeights& w, bool in_place) {
   if (todo.empty()) return;
   size_t total = 0;
   for (const kernels::WeightMatrix* m : todo) total += padded_bytes(*m);
-  HugePageMemory buffer;
+  kernels::HugePageMemory buffer;
   if (!in_place) {
-    buffer = allocate_huge_pages(total);
+    buffer = kernels::allocate_huge_pages(total);
     if (buffer.data == nullptr) throw std::bad_alloc();
   }
   const void* output_data = w.output.data;
@@ -148,7 +147,7 @@ void Model::ensure_scratch(int num_tokens) {
   float** arrays[] = {&x_, &xb_, &qkv_q_, &qkv_k_, &qkv_v_, &att_, &hb_, &hb2_};
   int64_t floats = 0;
   for (int64_t w : widths) floats += (t * w + 15) / 16 * 16;  // each array 64-byte aligned
-  HugePageMemory memory = allocate_huge_pages(size_t(floats) * sizeof(float));
+  kernels::HugePageMemory memory = kernels::allocate_huge_pages(size_t(floats) * sizeof(float));
   if (memory.data == nullptr) throw std::bad_alloc();
   float* p = reinterpret_cast<float*>(memory.data);
   for (size_t i = 0; i < std::size(arrays); ++i) {

@@ -7,8 +7,8 @@
 
 #include "cache/kv_cache.h"
 #include "engine/batch.h"
-#include "engine/mapped_file.h"
 #include "engine/weights.h"
+#include "kernels/huge_pages.h"
 
 namespace inflight::engine {
 
@@ -83,7 +83,7 @@ class Model {
   float* att_ = nullptr;    // [T, Nq * H] attention output
   float* hb_ = nullptr;     // [T, ffn] gate, then silu(gate) * up
   float* hb2_ = nullptr;    // [T, ffn] up
-  HugePageMemory scratch_;
+  kernels::HugePageMemory scratch_;
   std::vector<float> rows_;
   struct {
     std::vector<int32_t> q_start, past_len, positions, block_tables;
