@@ -63,21 +63,20 @@ void attend_row_tile(const AttentionParams& p, const RopeTable& rope, const RowT
   }
 
   SoftmaxState row_states[kMaxTileQueries], span_states[kMaxTileQueries];
-  for (int r = 0; r < R; ++r) {
-    row_states[r].o = row_o + int64_t(r) * pdim_v;
-    span_states[r].o = span_o + int64_t(r) * pdim_v;
-    reset_state(row_states[r], pdim_v);
-  }
+  reset_states(row_states, R, row_o, pdim_v);
   int64_t first, last;
   span_range(qs, &first, &last);
   // Keys past the last one any row sees are left out of the tiles (a query's scores and sums do not depend
   // on them; attention_tile.h): the diagonal tiles then score up to the rows' last key, not the chunk's.
   const int64_t seen = std::min(total, *std::max_element(qs.hi, qs.hi + R));
+  // A single span folds straight into the (empty) row states: merging a span state into an empty state copies it.
+  const bool one_span = last - first == 1;
   for (int64_t sp = first; sp < last; ++sp) {
-    for (int r = 0; r < R; ++r) reset_state(span_states[r], pdim_v);
-    const HeadWork work{h, &qs, span_states};
+    if (!one_span) reset_states(span_states, R, span_o, pdim_v);
+    const HeadWork work{h, &qs, one_span ? row_states : span_states};
     attend_span(p, s, seen, &work, 1, sp * kKvSpan, seen, scratch);
-    for (int r = 0; r < R; ++r) merge_state(row_states[r], span_states[r], pdim_v);
+    if (!one_span)
+      for (int r = 0; r < R; ++r) merge_state(row_states[r], span_states[r], pdim_v);
   }
 
   for (int i = 0; i < num_rows; ++i)

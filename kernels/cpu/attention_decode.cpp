@@ -117,10 +117,7 @@ void decode_item(const AttentionParams& p, const RopeTable& rope, const DecodeIt
   row_states.resize(size_t(num));
   span_states.resize(size_t(num));
   work.resize(size_t(Nkv));
-  for (int n = 0; n < num; ++n) {
-    row_states[size_t(n)].o = row_o + int64_t(n) * pdim_v;
-    reset_state(row_states[size_t(n)], pdim_v);
-  }
+  reset_states(row_states.data(), num, row_o, pdim_v);
   for (int h = 0; h < Nkv; ++h) work[size_t(h)] = {item.head_begin + h, &qs[size_t(h)], &span_states[size_t(h) * G]};
   for (int64_t sp = item.span_first; sp < item.span_last; ++sp) {
     float* part = item.part >= 0 ? parts + ((item.part + sp - item.span_first) * Nq + n0) * stride : nullptr;

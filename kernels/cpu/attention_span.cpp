@@ -20,6 +20,11 @@ void reset_state(SoftmaxState& s, int dim) {
   s.d = 0.0f;
 }
 
+void reset_states(SoftmaxState* s, int n, float* o, int dim) {
+  std::fill(o, o + int64_t(n) * dim, 0.0f);
+  for (int i = 0; i < n; ++i) s[i] = SoftmaxState{o + int64_t(i) * dim, -INFINITY, 0.0f};
+}
+
 void merge_state(SoftmaxState& a, const SoftmaxState& b, int dim) {
   const Isa isa = active_isa();
   if (isa >= Isa::Avx512) merge_state_avx512(a, b, dim);
@@ -70,9 +75,47 @@ void RopeTable::build(const AttentionParams& p, int64_t row_begin, int64_t row_e
   });
 }
 
+namespace {
+
+// rotate_head four floats at a time (the baseline's SSE width, through the compiler's vector extensions): each
+// element is one product and one sum of two products as there, a c - b s taken as a c + (-(b s)) and a s + b c
+// as b c + a s, so the same bits. GptJ pairs are adjacent (two pairs a vector); NeoX pairs are rotary_dim / 2
+// apart (four pairs a vector).
+using Float4 = float __attribute__((vector_size(16)));
+inline Float4 load4(const float* p) {
+  Float4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store4(float* p, Float4 v) { std::memcpy(p, &v, sizeof v); }
+
+void rotate_adjacent_pairs(const float* cos_sin, int num_pairs, float* head) {
+  const Float4 sign = {-1.0f, 1.0f, -1.0f, 1.0f};
+  for (int i = 0; i < 2 * num_pairs; i += 4) {
+    const Float4 x = load4(head + i), t = load4(cos_sin + i);
+    const Float4 c = __builtin_shufflevector(t, t, 0, 0, 2, 2), s = __builtin_shufflevector(t, t, 1, 1, 3, 3);
+    store4(head + i, x * c + __builtin_shufflevector(x, x, 1, 0, 3, 2) * s * sign);
+  }
+}
+
+void rotate_half_pairs(const float* cos_sin, int num_pairs, float* head) {
+  for (int i = 0; i < num_pairs; i += 4) {
+    const Float4 t0 = load4(cos_sin + 2 * i), t1 = load4(cos_sin + 2 * i + 4);
+    const Float4 c = __builtin_shufflevector(t0, t1, 0, 2, 4, 6), s = __builtin_shufflevector(t0, t1, 1, 3, 5, 7);
+    const Float4 a = load4(head + i), b = load4(head + num_pairs + i);
+    store4(head + i, a * c + -(b * s));
+    store4(head + num_pairs + i, b * c + a * s);
+  }
+}
+
+}  // namespace
+
 void RopeTable::rotate(int64_t row, float* head) const {
   if (num_pairs_ == 0) return;
-  rotate_head(rope_, &cos_sin_[size_t(row - row_begin_) * 2 * num_pairs_], head);
+  const float* cos_sin = &cos_sin_[size_t(row - row_begin_) * 2 * num_pairs_];
+  if (rope_.style == RopeStyle::GptJ && num_pairs_ % 2 == 0) rotate_adjacent_pairs(cos_sin, num_pairs_, head);
+  else if (rope_.style == RopeStyle::NeoX && num_pairs_ % 4 == 0) rotate_half_pairs(cos_sin, num_pairs_, head);
+  else rotate_head(rope_, cos_sin, head);
 }
 
 // ---- scratch ----

@@ -36,6 +36,8 @@ struct SoftmaxState {
   float d = 0.0f;
 };
 void reset_state(SoftmaxState& s, int dim);
+// s[0, n) <- empty states whose outputs are o's n rows of dim floats, zeroed in one pass.
+void reset_states(SoftmaxState* s, int n, float* o, int dim);
 // a <- a (+) b. Exact when either side is empty: merge(empty, b) copies b.
 void merge_state(SoftmaxState& a, const SoftmaxState& b, int dim);
 // out[0, dim) = o / d; zeros for the empty state (no visible key, as ORT writes).

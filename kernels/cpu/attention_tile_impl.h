@@ -272,9 +272,64 @@ struct TileKernel {
     for (; r0 < a.num_queries; ++r0) score_block<1>(a, k, r0, n_pad, pdim, sc, pc);
   }
 
+  // The scalar half of merge_state: a <- a (+) (m, d) for m, d, and how a.o must then change, with
+  // factor c: kSkip (b empty), kCopy (a empty: a.o = b.o), kAddScaledB (a.o += b.o c) or kScaleA
+  // (a.o = b.o + a.o c). The side holding the max has factor exp(0) = 1 exactly, so one exp and one product
+  // per feature fewer give the same bits.
+  enum MergeOp { kSkip, kCopy, kAddScaledB, kScaleA };
+  static MergeOp merge_scalars(SoftmaxState& a, float m, float d, float* c) {
+    if (!(m > kNegInf)) return kSkip;
+    if (!(a.m > kNegInf)) {
+      a.m = m;
+      a.d = d;
+      return kCopy;
+    }
+    if (a.m >= m) {
+      *c = __builtin_expf(m - a.m);
+      a.d = a.d + d * *c;
+      return kAddScaledB;
+    }
+    *c = __builtin_expf(a.m - m);
+    a.d = a.d * *c + d;
+    a.m = m;
+    return kScaleA;
+  }
+  // W features of a.o from those of b.o (bo) by merge_scalars' op.
+  static void merge_features(MergeOp op, float c, float* ao, V bo) {
+    switch (op) {
+      case kSkip: return;
+      case kCopy: S::store(ao, bo); return;
+      case kAddScaledB: S::store(ao, S::fmadd(bo, S::set1(c), S::load(ao))); return;
+      case kScaleA: S::store(ao, S::add(bo, S::mul(S::load(ao), S::set1(c)))); return;
+    }
+  }
+
+  // Where the weighting's sums go, once the tile's m and d are known: times the per-tensor V factor, into the tile
+  // state's o, or, with TileArgs::merge_into, merged straight into each query's running state (the same
+  // operations as writing o and merging it afterwards, without the round trip through o).
+  struct Output {
+    const TileArgs& a;
+    int pdim_v;
+    bool scaled;
+    V global_v;
+    MergeOp op[kMaxTileQueries];
+    float c[kMaxTileQueries];
+    Output(const TileArgs& args, float gv)
+        : a(args), pdim_v(padded_dim(args.head_dim_v)), scaled(gv != 1.0f), global_v(S::set1(gv)) {
+      if (a.merge_into != nullptr)
+        for (int r = 0; r < a.num_queries; ++r) op[r] = merge_scalars(a.merge_into[r], a.m[r], a.d[r], &c[r]);
+    }
+    // W features [i, i + W) of query r's weighted sum.
+    [[gnu::always_inline]] void put(int r, int i, V x) const {
+      if (scaled) x = S::mul(x, global_v);
+      if (a.merge_into != nullptr) merge_features(op[r], c[r], a.merge_into[r].o + i, x);
+      else S::store(a.o + int64_t(r) * pdim_v + i, x);
+    }
+  };
+
   // o[r] (+)= sum_{j in [jlo, jhi)} w[r][j] * V_j over chunks [c0, c0 + CB) for queries [r0, r0 + QB).
   template <int QB, int CB, class Src>
-  static void weigh_block(const float* w, int r0, int jlo, int jhi, const Src& v, int c0, int pdim_v, float* o,
+  static void weigh_block(const float* w, int r0, int jlo, int jhi, const Src& v, int c0, const Output& out,
                           PrefetchCursor& pc) {
     V acc[QB][CB];
 #pragma GCC unroll 4
@@ -296,11 +351,12 @@ struct TileKernel {
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r)
 #pragma GCC unroll 8
-      for (int c = 0; c < CB; ++c) S::store(o + int64_t(r0 + r) * pdim_v + (c0 + c) * W, acc[r][c]);
+      for (int c = 0; c < CB; ++c) out.put(r0 + r, (c0 + c) * W, acc[r][c]);
   }
 
   template <int QB, class Src>
-  static void weigh_queries(const TileArgs& a, const float* w, int r0, const Src& v, int pdim_v, PrefetchCursor& pc) {
+  static void weigh_queries(const TileArgs& a, const float* w, int r0, const Src& v, int pdim_v, const Output& out,
+                            PrefetchCursor& pc) {
     constexpr int kMaxCB = S::kAccBudget / QB;
     int jlo = kKvTile, jhi = 0;
     for (int r = r0; r < r0 + QB; ++r) {
@@ -312,30 +368,31 @@ struct TileKernel {
     const int nc = pdim_v / W;
     if (r0 == 0) pc.pace(1, (jhi - jlo) * ((nc + kMaxCB - 1) / kMaxCB));
     int c0 = 0;
-    for (; c0 + kMaxCB <= nc; c0 += kMaxCB) weigh_block<QB, kMaxCB>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
+    for (; c0 + kMaxCB <= nc; c0 += kMaxCB) weigh_block<QB, kMaxCB>(w, r0, jlo, jhi, v, c0, out, pc);
     if constexpr (kMaxCB > 4)
       if (c0 + 4 <= nc) {
-        weigh_block<QB, 4>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
+        weigh_block<QB, 4>(w, r0, jlo, jhi, v, c0, out, pc);
         c0 += 4;
       }
     if constexpr (kMaxCB > 2)
       if (c0 + 2 <= nc) {
-        weigh_block<QB, 2>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
+        weigh_block<QB, 2>(w, r0, jlo, jhi, v, c0, out, pc);
         c0 += 2;
       }
-    for (; c0 < nc; ++c0) weigh_block<QB, 1>(w, r0, jlo, jhi, v, c0, pdim_v, a.o, pc);
+    for (; c0 < nc; ++c0) weigh_block<QB, 1>(w, r0, jlo, jhi, v, c0, out, pc);
   }
 
   template <class Src>
-  static void weigh_all(const TileArgs& a, const float* w, const Src& v, int pdim_v, PrefetchCursor& pc) {
+  static void weigh_all(const TileArgs& a, const float* w, const Src& v, int pdim_v, const Output& out,
+                        PrefetchCursor& pc) {
     int r0 = 0;
-    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) weigh_queries<S::kMaxQB>(a, w, r0, v, pdim_v, pc);
+    for (; r0 + S::kMaxQB <= a.num_queries; r0 += S::kMaxQB) weigh_queries<S::kMaxQB>(a, w, r0, v, pdim_v, out, pc);
     if constexpr (S::kMaxQB > 2)
       if (r0 + 2 <= a.num_queries) {
-        weigh_queries<2>(a, w, r0, v, pdim_v, pc);
+        weigh_queries<2>(a, w, r0, v, pdim_v, out, pc);
         r0 += 2;
       }
-    for (; r0 < a.num_queries; ++r0) weigh_queries<1>(a, w, r0, v, pdim_v, pc);
+    for (; r0 < a.num_queries; ++r0) weigh_queries<1>(a, w, r0, v, pdim_v, out, pc);
     pc.finish();
   }
 
@@ -429,49 +486,12 @@ struct TileKernel {
       a.m[r] = m;
       a.d[r] = S::hsum(sum);
     }
+    Output out(a, global_v);
     if (stage_v) {
       stage_rows<T>(a, vrows, a.v_scales, a.head_dim_v, vst, rv);
-      weigh_all(a, sc, RowSource<T, true>{vrows, vst, pdim_v}, pdim_v, pc);
+      weigh_all(a, sc, RowSource<T, true>{vrows, vst, pdim_v}, pdim_v, out, pc);
     } else {
-      weigh_all(a, sc, RowSource<T, false>{vrows, vst, pdim_v}, pdim_v, pc);
-    }
-    if (global_v != 1.0f)
-      for (int r = 0; r < R; ++r)
-        for (int i = 0; i < pdim_v; i += W) {
-          float* o = a.o + int64_t(r) * pdim_v + i;
-          S::store(o, S::mul(S::load(o), S::set1(global_v)));
-        }
-  }
-
-  // The scalar half of merge_state: a <- a (+) (m, d) for m, d, and how a.o must then change, with
-  // factor c: kSkip (b empty), kCopy (a empty: a.o = b.o), kAddScaledB (a.o += b.o c) or kScaleA
-  // (a.o = b.o + a.o c). The side holding the max has factor exp(0) = 1 exactly, so one exp and one product
-  // per feature fewer give the same bits.
-  enum MergeOp { kSkip, kCopy, kAddScaledB, kScaleA };
-  static MergeOp merge_scalars(SoftmaxState& a, float m, float d, float* c) {
-    if (!(m > kNegInf)) return kSkip;
-    if (!(a.m > kNegInf)) {
-      a.m = m;
-      a.d = d;
-      return kCopy;
-    }
-    if (a.m >= m) {
-      *c = __builtin_expf(m - a.m);
-      a.d = a.d + d * *c;
-      return kAddScaledB;
-    }
-    *c = __builtin_expf(a.m - m);
-    a.d = a.d * *c + d;
-    a.m = m;
-    return kScaleA;
-  }
-  // W features of a.o from those of b.o (bo) by merge_scalars' op.
-  static void merge_features(MergeOp op, float c, float* ao, V bo) {
-    switch (op) {
-      case kSkip: return;
-      case kCopy: S::store(ao, bo); return;
-      case kAddScaledB: S::store(ao, S::fmadd(bo, S::set1(c), S::load(ao))); return;
-      case kScaleA: S::store(ao, S::add(bo, S::mul(S::load(ao), S::set1(c)))); return;
+      weigh_all(a, sc, RowSource<T, false>{vrows, vst, pdim_v}, pdim_v, out, pc);
     }
   }
 
@@ -499,10 +519,6 @@ struct TileKernel {
       case KvDType::Fp8E4M3: run<KvDType::Fp8E4M3>(a); break;
       case KvDType::Fp8E5M2: run<KvDType::Fp8E5M2>(a); break;
     }
-    if (a.merge_into == nullptr) return;
-    const int pdim_v = padded_dim(a.head_dim_v);
-    for (int r = 0; r < a.num_queries; ++r)
-      merge(a.merge_into[r], SoftmaxState{a.o + int64_t(r) * pdim_v, a.m[r], a.d[r]}, pdim_v);
   }
 };
 
