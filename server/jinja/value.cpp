@@ -58,6 +58,11 @@ struct Nest {
 
 }  // namespace
 
+Value::Value(std::string s) {
+  ContainerArena::count_string(s.size());
+  v_ = std::make_shared<const std::string>(std::move(s));
+}
+
 Value::Value(Array a) : v_(std::make_shared<Array>(std::move(a))) {
   ContainerArena::track(std::get<std::shared_ptr<Array>>(v_));
 }
@@ -90,6 +95,15 @@ void ContainerArena::track(const std::shared_ptr<Object>& o) {
   if (ContainerArena* arena = innermost_arena) {
     arena->objects_.push_back(o);
     if (arena->arrays_.size() + arena->objects_.size() >= arena->compact_at_) arena->compact();
+  }
+}
+
+void ContainerArena::count_string(size_t bytes) {
+  if (ContainerArena* arena = innermost_arena) {
+    arena->string_bytes_ += bytes;
+    if (arena->string_bytes_ > kMaxRenderStringBytes)
+      throw_render_error("the template made more than " + std::to_string(kMaxRenderStringBytes >> 20) +
+                         " MiB of strings (one that grows without bound?)");
   }
 }
 

@@ -73,7 +73,7 @@ class Value {
   Value(int64_t i) : v_(i) {}
   Value(size_t i) : v_(int64_t(i)) {}
   Value(double f) : v_(f) {}
-  Value(std::string s) : v_(std::make_shared<const std::string>(std::move(s))) {}
+  Value(std::string s);  // counted against the render's string budget (ContainerArena::count_string)
   Value(const char* s) : Value(std::string(s)) {}
   Value(std::string_view s) : Value(std::string(s)) {}
   Value(Array a);   // a new list (tracked by the render's ContainerArena)
@@ -123,11 +123,16 @@ class Value {
       v_;
 };
 
-// The lists, dicts and namespaces one render makes. A template may build reference cycles
-// (`{% set ns.me = ns %}`, `l.append(l)`, a list holding its own bound `append`), which reference counting
-// alone would never free; when the render ends, the arena empties every container of the render still
-// alive, which breaks them all. One per render, on the rendering thread; renders may nest (a template's
-// own render inside a call) and each arena sees only what is made while it is the innermost.
+// The bytes of the strings one render makes, in all, at most: a template that grows a string without bound (a
+// value's JSON stored back into the value, longer each turn of a loop) stops with a render error instead of
+// taking the server's memory and time. As much as a render may write, about a hundred times a long prompt.
+inline constexpr size_t kMaxRenderStringBytes = size_t(64) << 20;
+
+// The lists, dicts and namespaces one render makes, and the bytes of its strings. A template may build
+// reference cycles (`{% set ns.me = ns %}`, `l.append(l)`, a list holding its own bound `append`), which
+// reference counting alone would never free; when the render ends, the arena empties every container of the
+// render still alive, which breaks them all. One per render, on the rendering thread; renders may nest (a
+// template's own render inside a call) and each arena sees only what is made while it is the innermost.
 class ContainerArena {
  public:
   ContainerArena();
@@ -138,12 +143,16 @@ class ContainerArena {
   // Records a new container in this thread's innermost arena, if any.
   static void track(const std::shared_ptr<Array>& a);
   static void track(const std::shared_ptr<Object>& o);
+  // Adds a new string's bytes to this thread's innermost arena, if any; a render error past
+  // kMaxRenderStringBytes.
+  static void count_string(size_t bytes);
 
  private:
   void compact();
   std::vector<std::weak_ptr<Array>> arrays_;
   std::vector<std::weak_ptr<Object>> objects_;
   size_t compact_at_ = 1024;
+  size_t string_bytes_ = 0;
   ContainerArena* outer_;
 };
 

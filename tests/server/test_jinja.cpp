@@ -279,6 +279,15 @@ TEST_SUITE("jinja") {
     CHECK(message("{% for i in range(2000) %}{% for j in range(1000) %}{% endfor %}{% endfor %}").find("loop iterations") !=
           std::string::npos);
     CHECK(message("{% set s = 'x' * 60000000 %}{{ s }}{{ s }}").find("more than 64 MiB") != std::string::npos);
+    // Strings that grow without bound inside the render, never written (found by fuzzing: a namespace's JSON
+    // stored back into it, its escapes doubling each turn, ran for minutes): an error once the render has
+    // made 64 MiB of strings. A render that makes less, in many strings, is not affected.
+    CHECK(message("{% set ns = namespace(s='\"') %}{% for i in range(60) %}{% set ns.s = ns|tojson %}{% endfor %}")
+              .find("more than 64 MiB of strings") != std::string::npos);
+    CHECK(message("{% set ns = namespace(s='ab') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}")
+              .find("more than 64 MiB of strings") != std::string::npos);
+    CHECK(render("{% set s = 'x' * 1000000 %}{% for i in range(40) %}{% set t = s ~ i %}{% endfor %}{{ s|length }}") ==
+          "1000000");
     CHECK(render("{{ 2 ** 62 }} {{ -7 // -1 }} {{ 7 % -1 }} {{ 0 ** 5 }} {{ 2 ** -1 }}") == "4611686018427387904 7 0 0 0.5");
     CHECK(message("{% for x in none %}{% endfor %}") == "template error, line 1: 'NoneType' object is not iterable");
     CHECK(message("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nests too deeply") != std::string::npos);
