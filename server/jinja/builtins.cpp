@@ -202,12 +202,14 @@ Value dict_method(const Value& self, const std::string& name) {
 Value list_method(const Value& self, const std::string& name) {
   if (name == "append")
     return bound([self](const Args& a) {
+      ContainerArena::count_items(1);
       self.as_array().push_back(arg(a, 0, "object", "append"));
       return Value::none();
     });
   if (name == "extend")
     return bound([self](const Args& a) {
       const Array more = iterate(arg(a, 0, "iterable", "extend"));
+      ContainerArena::count_items(more.size());
       self.as_array().insert(self.as_array().end(), more.begin(), more.end());
       return Value::none();
     });
@@ -217,6 +219,7 @@ Value list_method(const Value& self, const std::string& name) {
       int64_t i = index_arg(arg(a, 0, "index", "insert"), "index");
       if (i < 0) i += int64_t(l.size());
       i = std::clamp<int64_t>(i, 0, int64_t(l.size()));
+      ContainerArena::count_items(1);
       l.insert(l.begin() + i, arg(a, 1, "object", "insert"));
       return Value::none();
     });

@@ -45,6 +45,7 @@ thread_local int value_depth = 0;
 // One level deeper into a list, dict or namespace (printing, comparing, copying, JSON).
 struct Nest {
   Nest() {
+    ContainerArena::count_visit();
     if (++value_depth > kMaxValueDepth) {
       --value_depth;
       throw_render_error("a list, dict or namespace nested more than " + std::to_string(kMaxValueDepth) +
@@ -63,7 +64,9 @@ Value::Value(std::string s) {
   v_ = std::make_shared<const std::string>(std::move(s));
 }
 
-Value::Value(Array a) : v_(std::make_shared<Array>(std::move(a))) {
+Value::Value(Array a) {
+  ContainerArena::count_items(a.size());
+  v_ = std::make_shared<Array>(std::move(a));
   ContainerArena::track(std::get<std::shared_ptr<Array>>(v_));
 }
 
@@ -105,6 +108,22 @@ void ContainerArena::count_string(size_t bytes) {
       throw_render_error("the template made more than " + std::to_string(kMaxRenderStringBytes >> 20) +
                          " MiB of strings (one that grows without bound?)");
   }
+}
+
+void ContainerArena::count_items(size_t n) {
+  if (ContainerArena* arena = innermost_arena) {
+    arena->items_ += n;
+    if (arena->items_ > kMaxRenderItems)
+      throw_render_error("the template made more than " + std::to_string(kMaxRenderItems >> 20) +
+                         " Mi list items (a list that grows without bound?)");
+  }
+}
+
+void ContainerArena::count_visit() {
+  if (ContainerArena* arena = innermost_arena)
+    if (++arena->visits_ > kMaxRenderVisits)
+      throw_render_error("the template's lists and dicts took more than " + std::to_string(kMaxRenderVisits >> 20) +
+                         " Mi steps to print, compare or copy (a list holding the same list many times over?)");
 }
 
 // Drops the records of containers already freed (a weak pointer keeps a make_shared block's memory), so

@@ -127,8 +127,14 @@ class Value {
 // value's JSON stored back into the value, longer each turn of a loop) stops with a render error instead of
 // taking the server's memory and time. As much as a render may write, about a hundred times a long prompt.
 inline constexpr size_t kMaxRenderStringBytes = size_t(64) << 20;
+// The list items one render makes or adds, in all, at most (about 160 MiB of values): a list concatenated
+// with itself, or extended by itself, in a loop stops the same way. (A dict grows by a key at a time.)
+inline constexpr size_t kMaxRenderItems = size_t(4) << 20;
+// The lists, dicts and namespaces one render's printing, comparing, copying and JSON visit, in all, at most: a
+// value built as a graph (a list holding the same list twice, forty levels deep) has exponentially many paths.
+inline constexpr size_t kMaxRenderVisits = size_t(4) << 20;
 
-// The lists, dicts and namespaces one render makes, and the bytes of its strings. A template may build
+// The lists, dicts and namespaces one render makes, and its budgets (above). A template may build
 // reference cycles (`{% set ns.me = ns %}`, `l.append(l)`, a list holding its own bound `append`), which
 // reference counting alone would never free; when the render ends, the arena empties every container of the
 // render still alive, which breaks them all. One per render, on the rendering thread; renders may nest (a
@@ -143,16 +149,18 @@ class ContainerArena {
   // Records a new container in this thread's innermost arena, if any.
   static void track(const std::shared_ptr<Array>& a);
   static void track(const std::shared_ptr<Object>& o);
-  // Adds a new string's bytes to this thread's innermost arena, if any; a render error past
-  // kMaxRenderStringBytes.
+  // Add to this thread's innermost arena's counts, if any, with a render error past their limits: a new
+  // string's bytes, list items made or added, a list, dict or namespace visited.
   static void count_string(size_t bytes);
+  static void count_items(size_t n);
+  static void count_visit();
 
  private:
   void compact();
   std::vector<std::weak_ptr<Array>> arrays_;
   std::vector<std::weak_ptr<Object>> objects_;
   size_t compact_at_ = 1024;
-  size_t string_bytes_ = 0;
+  size_t string_bytes_ = 0, items_ = 0, visits_ = 0;
   ContainerArena* outer_;
 };
 

@@ -288,6 +288,19 @@ TEST_SUITE("jinja") {
               .find("more than 64 MiB of strings") != std::string::npos);
     CHECK(render("{% set s = 'x' * 1000000 %}{% for i in range(40) %}{% set t = s ~ i %}{% endfor %}{{ s|length }}") ==
           "1000000");
+    // The same for lists that grow without bound (4 Mi items made or added), and for values built as graphs,
+    // whose printing, comparing or JSON would visit exponentially many lists and dicts (4 Mi visits).
+    CHECK(message("{% set ns = namespace(l=[1]) %}{% for i in range(60) %}{% set ns.l = ns.l + ns.l %}{% endfor %}")
+              .find("more than 4 Mi list items") != std::string::npos);
+    CHECK(message("{% set l = [1] %}{% for i in range(60) %}{% set _ = l.extend(l) %}{% endfor %}")
+              .find("more than 4 Mi list items") != std::string::npos);
+    const std::string graph = "{% set ns = namespace(a=[1], b={}) %}{% for i in range(60) %}{% set ns.a = [ns.a, ns.a] %}"
+                              "{% set ns.b = {'x': ns.b, 'y': ns.b} %}{% endfor %}";
+    CHECK(render(graph + "{{ ns.a|length }}") == "2");
+    for (const char* use : {"{{ ns.a }}", "{{ ns.b|tojson }}", "{{ ns.a == [ns.a[0], ns.a[0]] }}"})
+      CHECK(message(graph + use).find("more than 4 Mi steps") != std::string::npos);
+    CHECK(render("{% set l = range(1000000)|list %}{% for i in range(3) %}{% set _ = l.append(i) %}{% endfor %}"
+                 "{{ l|length }} {{ (l|tojson)|length }}") == "1000003 7888899");
     CHECK(render("{{ 2 ** 62 }} {{ -7 // -1 }} {{ 7 % -1 }} {{ 0 ** 5 }} {{ 2 ** -1 }}") == "4611686018427387904 7 0 0 0.5");
     CHECK(message("{% for x in none %}{% endfor %}") == "template error, line 1: 'NoneType' object is not iterable");
     CHECK(message("{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}").find("nests too deeply") != std::string::npos);
