@@ -101,29 +101,27 @@ void ContainerArena::track(const std::shared_ptr<Object>& o) {
   }
 }
 
+// Adds n to the innermost arena's `count`, if there is an arena; past `limit`, a render error saying
+// `before` (limit in Mi) `after`.
+void ContainerArena::charge(size_t ContainerArena::*count, size_t n, size_t limit, const char* before,
+                            const char* after) {
+  if (ContainerArena* arena = innermost_arena)
+    if ((arena->*count += n) > limit) throw_render_error(before + std::to_string(limit >> 20) + after);
+}
+
 void ContainerArena::count_string(size_t bytes) {
-  if (ContainerArena* arena = innermost_arena) {
-    arena->string_bytes_ += bytes;
-    if (arena->string_bytes_ > kMaxRenderStringBytes)
-      throw_render_error("the template made more than " + std::to_string(kMaxRenderStringBytes >> 20) +
-                         " MiB of strings (one that grows without bound?)");
-  }
+  charge(&ContainerArena::string_bytes_, bytes, kMaxRenderStringBytes, "the template made more than ",
+         " MiB of strings (one that grows without bound?)");
 }
 
 void ContainerArena::count_items(size_t n) {
-  if (ContainerArena* arena = innermost_arena) {
-    arena->items_ += n;
-    if (arena->items_ > kMaxRenderItems)
-      throw_render_error("the template made more than " + std::to_string(kMaxRenderItems >> 20) +
-                         " Mi list items (a list that grows without bound?)");
-  }
+  charge(&ContainerArena::items_, n, kMaxRenderItems, "the template made more than ",
+         " Mi list items (a list that grows without bound?)");
 }
 
 void ContainerArena::count_visit() {
-  if (ContainerArena* arena = innermost_arena)
-    if (++arena->visits_ > kMaxRenderVisits)
-      throw_render_error("the template's lists and dicts took more than " + std::to_string(kMaxRenderVisits >> 20) +
-                         " Mi steps to print, compare or copy (a list holding the same list many times over?)");
+  charge(&ContainerArena::visits_, 1, kMaxRenderVisits, "the template's lists and dicts took more than ",
+         " Mi steps to print, compare or copy (a list holding the same list many times over?)");
 }
 
 // Drops the records of containers already freed (a weak pointer keeps a make_shared block's memory), so

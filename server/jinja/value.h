@@ -157,6 +157,7 @@ class ContainerArena {
 
  private:
   void compact();
+  static void charge(size_t ContainerArena::*count, size_t n, size_t limit, const char* before, const char* after);
   std::vector<std::weak_ptr<Array>> arrays_;
   std::vector<std::weak_ptr<Object>> objects_;
   size_t compact_at_ = 1024;
