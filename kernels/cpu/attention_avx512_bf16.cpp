@@ -193,7 +193,7 @@ struct Fp8Tile {
   // keys [jlo, jhi) (jlo even; key jhi may be a padding row).
   template <int QB, class Src>
   static void weigh_block(const TileArgs& a, const Src& rows, const void* const* vrows, const uint16_t* wb,
-                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const TileMerge& out,
+                          float global_v, int r0, int jlo, int jhi, int c0, const TileMerge& out,
                           F::PrefetchCursor& pc) {
     __m512 acc[QB][4];  // [query][chunk 0 words 0, 1; chunk 1 words 0, 1]
 #pragma GCC unroll 4
@@ -222,14 +222,13 @@ struct Fp8Tile {
     const __m512 s = _mm512_set1_ps(global_v);
 #pragma GCC unroll 4
     for (int r = 0; r < QB; ++r) {
-      float* o = TileMerge::row(a, r0 + r, pdim_v) + c0;
       // NOTE: a constant trip count, so acc[][] is indexed by constants and stays in registers.
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
         if (c == nc) break;
         const __m512 lo = acc[r][2 * c], hi = acc[r][2 * c + 1];
-        out.put(r0 + r, o + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
-        out.put(r0 + r, o + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
+        out.put(r0 + r, c0 + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(lo, lo_order, hi), s));
+        out.put(r0 + r, c0 + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(lo, hi_order, hi), s));
       }
     }
   }
@@ -241,7 +240,7 @@ struct Fp8Tile {
     pair_key_range(a, r0, QB, &jlo, &jhi);
     if (r0 == 0) pc.pace(1, (jhi - jlo) / 2 * ((a.head_dim_v + 63) / 64));
     for (int c0 = 0; c0 < a.head_dim_v; c0 += 64)
-      weigh_block<QB, Src>(a, rows, vrows, wb, global_v, r0, jlo, jhi, c0, pdim_v, out, pc);
+      weigh_block<QB, Src>(a, rows, vrows, wb, global_v, r0, jlo, jhi, c0, out, pc);
   }
 
   template <KvDType T>
@@ -305,7 +304,7 @@ struct Fp8Tile {
       for (int j = n_pad; j < kKvTile; ++j) w[j] = 0;
     }
 
-    const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
+    const TileMerge out(a, 1.0f);  // with merge_into, the weighting pass merges into the running states
     const float global_v = a.quant_orig_v;
     auto weigh_all = [&](const auto& src) {
       for_query_blocks<true>(R, [&]<int QB>(int r0) {

@@ -184,27 +184,9 @@ inline void pair_key_range(const TileArgs& a, int r0, int qb, int* jlo, int* jhi
   *jhi = (hi + 1) & ~1;
 }
 
-// With TileArgs::merge_into, how each query's tile output merges into its running state (merge_scalars),
-// for an output pass that merges instead of writing the tile state.
-struct TileMerge {
-  using F = TileKernel<Avx512>;
-  F::MergeOp op[kMaxTileQueries];
-  float c[kMaxTileQueries];
-  explicit TileMerge(const TileArgs& a) : on(a.merge_into != nullptr) {
-    if (on)
-      for (int r = 0; r < a.num_queries; ++r) op[r] = F::merge_scalars(a.merge_into[r], a.m[r], a.d[r], &c[r]);
-  }
-  bool on = false;  // merging (merge_into set)
-  // Where query r's output goes: its running state's features (merging) or its tile state's.
-  static float* row(const TileArgs& a, int r, int pdim_v) {
-    return a.merge_into != nullptr ? a.merge_into[r].o : a.o + int64_t(r) * pdim_v;
-  }
-  // 16 features of query r's output at o (row(r) + offset): merged into the running state, or stored.
-  [[gnu::always_inline]] void put(int r, float* o, __m512 x) const {
-    if (on) F::merge_features(op[r], c[r], o, x);
-    else _mm512_storeu_ps(o, x);
-  }
-};
+// The output pass of the int8 and fp8 routines: the float tile's (merged into the running states with
+// TileArgs::merge_into, else written as the tile state).
+using TileMerge = TileKernel<Avx512>::Output;
 
 }  // namespace
 }  // namespace inflight::kernels::cpu

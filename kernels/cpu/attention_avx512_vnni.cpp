@@ -123,7 +123,7 @@ struct IntTile {
   // [r0, r0 + QB), keys [jlo, jhi) (jlo even; key jhi may be a padding row).
   template <int QB>
   static void weigh_block(const TileArgs& a, const void* const* vrows, const int16_t* w16, const float* w_scale,
-                          float global_v, int r0, int jlo, int jhi, int c0, int pdim_v, const TileMerge& out,
+                          float global_v, int r0, int jlo, int jhi, int c0, const TileMerge& out,
                           F::PrefetchCursor& pc) {
     __m512i acc[QB][4];  // [query][chunk lo, chunk hi, chunk+1 lo, chunk+1 hi]
 #pragma GCC unroll 4
@@ -156,7 +156,7 @@ struct IntTile {
     for (int r = 0; r < QB; ++r) {
       const __m512 s = _mm512_set1_ps(w_scale[r0 + r] * global_v);
       const bool merge = a.merge_into != nullptr;  // straight into the running state
-      float* o = TileMerge::row(a, r0 + r, pdim_v) + c0;
+      float* o = out.row(r0 + r) + c0;
       // NOTE: a constant trip count, so acc[][] is indexed by constants and stays in registers.
 #pragma GCC unroll 2
       for (int c = 0; c < 2; ++c) {
@@ -190,7 +190,7 @@ struct IntTile {
     pair_key_range(a, r0, QB, &jlo, &jhi);
     if (r0 == 0) pc.pace(1, (jhi - jlo) / 2 * ((a.head_dim_v + 63) / 64));
     for (int c0 = 0; c0 < a.head_dim_v; c0 += 64)
-      weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, pdim_v, out, pc);
+      weigh_block<QB>(a, vrows, w16, w_scale, global_v, r0, jlo, jhi, c0, out, pc);
   }
 
   template <KvDType T>
@@ -266,7 +266,7 @@ struct IntTile {
       for (int j = n_pad; j < kKvTile; ++j) w[j] = 0;
     }
 
-    const TileMerge out(a);  // with merge_into, the weighting pass merges into the running states
+    const TileMerge out(a, 1.0f);  // with merge_into, the weighting pass merges into the running states
     for_query_blocks<true>(R, [&]<int QB>(int r0) {
       weigh_queries<QB>(a, vrows, w16, w_scale, global_v, r0, pdim_v, out, pc);
     });

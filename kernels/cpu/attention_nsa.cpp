@@ -40,10 +40,7 @@ void attend_token_head(const NsaParams& p, int b, int64_t t, int h) {
     std::fill(d + p.head_dim_qk, d + pdim, 0.0f);
   }
   SoftmaxState row[32];
-  for (int g = 0; g < G; ++g) {
-    row[g].o = row_o + int64_t(g) * pdim_v;
-    reset_state(row[g], pdim_v);
-  }
+  reset_states(row, G, row_o, pdim_v);
 
   const void* k_rows[kKvTile];
   const void* v_rows[kKvTile];

@@ -304,9 +304,10 @@ struct TileKernel {
     }
   }
 
-  // Where the weighting's sums go, once the tile's m and d are known: times the per-tensor V factor, into the tile
-  // state's o, or, with TileArgs::merge_into, merged straight into each query's running state (the same
-  // operations as writing o and merging it afterwards, without the round trip through o).
+  // Where the weighting's sums go, once the tile's m and d are known: times the per-tensor V factor gv, into the
+  // tile state's o, or, with TileArgs::merge_into, merged straight into each query's running state (the same
+  // operations as writing o and merging it afterwards, without the round trip through o). Every tile routine's
+  // output pass uses it (the int8 and fp8 ones scale their sums themselves: gv 1).
   struct Output {
     const TileArgs& a;
     int pdim_v;
@@ -319,11 +320,13 @@ struct TileKernel {
       if (a.merge_into != nullptr)
         for (int r = 0; r < a.num_queries; ++r) op[r] = merge_scalars(a.merge_into[r], a.m[r], a.d[r], &c[r]);
     }
+    // Where query r's output goes: its running state's features (merging) or its tile state's.
+    float* row(int r) const { return a.merge_into != nullptr ? a.merge_into[r].o : a.o + int64_t(r) * pdim_v; }
     // W features [i, i + W) of query r's weighted sum.
     [[gnu::always_inline]] void put(int r, int i, V x) const {
       if (scaled) x = S::mul(x, global_v);
-      if (a.merge_into != nullptr) merge_features(op[r], c[r], a.merge_into[r].o + i, x);
-      else S::store(a.o + int64_t(r) * pdim_v + i, x);
+      if (a.merge_into != nullptr) merge_features(op[r], c[r], row(r) + i, x);
+      else S::store(row(r) + i, x);
     }
   };
 
