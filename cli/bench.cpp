@@ -260,8 +260,11 @@ void add_bench_command(CLI::App& app) {
   auto flags = std::make_shared<BenchFlags>();
   CLI::App* cmd = app.add_subcommand(
       "bench", "Load-test an OpenAI-compatible server (inflight, llama-server, vLLM) like `vllm bench serve`");
-  cmd->add_option("--base-url", flags->base_url, "Server URL (http only)")->capture_default_str();
-  cmd->add_option("--endpoint", flags->endpoint, "completions or chat")->capture_default_str();
+  cmd->add_option("--base-url", flags->base_url, "Server URL (http only); /v1 is added unless its path ends in /v1")
+      ->capture_default_str();
+  cmd->add_option("--endpoint", flags->endpoint, "API to load: completions (/v1/completions) or chat "
+                  "(/v1/chat/completions)")
+      ->capture_default_str();
   cmd->add_option("--model", flags->model, "Model name sent with each request (default: the server's first)");
   cmd->add_option("--api-key", flags->api_key, "Bearer token (default: $OPENAI_API_KEY)");
   cmd->add_option("--num-prompts", flags->num_prompts, "Requests to send")->capture_default_str();

@@ -102,16 +102,31 @@ void add_generate_command(CLI::App& app) {
   auto flags = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand("generate", "Generate text for one prompt, offline");
   cmd->add_option("--model,-m", flags->model, "GGUF file or Hugging Face folder (default: the built-in model)");
-  cmd->add_option("--prompt,-p", flags->prompt, "Prompt text")->capture_default_str();
-  cmd->add_option("--max-tokens,-n", flags->max_tokens, "Tokens to generate")->capture_default_str();
-  cmd->add_option("--temperature", flags->sampling.temperature, "0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", flags->sampling.top_k, "0 = off")->capture_default_str();
-  cmd->add_option("--top-p", flags->sampling.top_p, "Nucleus sampling mass")->capture_default_str();
+  cmd->add_option("--prompt,-p", flags->prompt, "Prompt text, continued as it is (no chat template)")
+      ->capture_default_str();
+  cmd->add_option("--max-tokens,-n", flags->max_tokens,
+                  "Tokens to generate at most; fewer at the end-of-sequence token or the model's context")
+      ->capture_default_str();
+  cmd->add_option("--temperature", flags->sampling.temperature,
+                  "Sampling temperature; 0 = greedy (always the most likely token)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", flags->sampling.top_k, "Sample among the k most likely tokens only; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--top-p", flags->sampling.top_p,
+                  "Sample among the most likely tokens whose probabilities add up to p (nucleus); 1 = off")
+      ->capture_default_str();
   cmd->add_option("--min-p", flags->sampling.min_p, "Drop tokens below min-p times the top probability")
       ->capture_default_str();
-  cmd->add_option("--repetition-penalty", flags->sampling.repetition_penalty, "1 = off")->capture_default_str();
-  cmd->add_option("--presence-penalty", flags->sampling.presence_penalty, "0 = off")->capture_default_str();
-  cmd->add_option("--frequency-penalty", flags->sampling.frequency_penalty, "0 = off")->capture_default_str();
+  cmd->add_option("--repetition-penalty", flags->sampling.repetition_penalty,
+                  "Tokens of the prompt and the output so far: positive logits divided by it, negative ones "
+                  "multiplied (> 0; 1 = off)")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", flags->sampling.presence_penalty,
+                  "Subtracted from the logit of each token generated so far, in [-2, 2]; 0 = off")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", flags->sampling.frequency_penalty,
+                  "Subtracted from the logit of each token generated so far, times its count, in [-2, 2]; 0 = off")
+      ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Sampling seed (-1 = random)")->capture_default_str();
   cmd->add_option("--kv-block-size", flags->kv_block_size, "Tokens per KV cache block (power of two)")
       ->capture_default_str();
@@ -125,7 +140,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--kv-static-amax", flags->kv_static_amax,
                   "int8-static / fp8 KV: |x| mapped to the largest code (0 = calibrate from the first prefill)")
       ->capture_default_str();
-  cmd->add_option("--threads,-t", flags->threads, "Compute threads (0 = all cores)")->capture_default_str();
+  cmd->add_option("--threads,-t", flags->threads, "Compute threads; 0 = $INFLIGHT_NUM_THREADS if set, else all cores")
+      ->capture_default_str();
   cmd->add_option("--device", flags->device,
                   "Where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is present)")
       ->capture_default_str();

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   inflight::cli::add_bench_command(app);
   inflight::cli::add_render_template_command(app);
   inflight::cli::add_tokenize_command(app);
+  inflight::cli::add_config_docs_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

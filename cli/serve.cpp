@@ -259,76 +259,120 @@ void copy_field(const ServerConfig& from, ServerConfig& to) {
 
 template <auto Field, typename T>
 void add_flag_option(CLI::App* cmd, ServeFlags& flags, const std::string& names, T& value, const std::string& help) {
-  CLI::Option* opt = cmd->add_option(names, value, help);
+  // The default shown (--help, docs/CONFIGURATION.md) is the setting's own default, read from ServerConfig.
+  CLI::Option* opt = cmd->add_option(names, value, help)->capture_default_str();
   flags.overrides.emplace_back(opt, &copy_field<Field>);
+}
+
+// Defines serve's flags on `cmd`: each flag that stands for a setting also records how it overrides the
+// config file. Shared by the command and serve_config_key_flags().
+std::shared_ptr<ServeFlags> define_serve_flags(CLI::App* cmd) {
+  auto flags = std::make_shared<ServeFlags>();
+  ServerConfig& v = flags->values;
+  cmd->add_option("--config", flags->config_path,
+                  "JSON config file of settings (keys as in configs/server.json; a key left out keeps its default); "
+                  "flags given override it");
+  add_flag_option<&ServerConfig::model>(cmd, *flags, "--model,-m", v.model,
+                                        "GGUF file or Hugging Face folder (default: the built-in model, stories260K)");
+  add_flag_option<&ServerConfig::host>(cmd, *flags, "--host", v.host,
+                                       "Address to listen on (0.0.0.0: every interface)");
+  add_flag_option<&ServerConfig::port>(cmd, *flags, "--port", v.port,
+                                       "TCP port; 0 = any free port (the start-up log names it)");
+  add_flag_option<&ServerConfig::served_model_name>(cmd, *flags, "--served-model-name", v.served_model_name,
+                                                    "Model name clients use (default: the model's name)");
+  add_flag_option<&ServerConfig::api_key>(cmd, *flags, "--api-key", v.api_key,
+                                          "Require Authorization: Bearer <key> on /v1/* (default: none)");
+  CLI::Option* no_webui = cmd->add_flag("--no-webui", flags->no_webui,
+                                        "Do not serve the built-in web page at GET / (it answers 404)");
+  flags->overrides.emplace_back(no_webui, [](const ServerConfig&, ServerConfig& to) { to.webui = false; });
+  add_flag_option<&ServerConfig::max_num_seqs>(cmd, *flags, "--max-num-seqs", v.max_num_seqs,
+                                               "Sequences in one engine step (the batch)");
+  add_flag_option<&ServerConfig::max_num_batched_tokens>(cmd, *flags, "--max-num-batched-tokens",
+                                                         v.max_num_batched_tokens,
+                                                         "Tokens in one engine step: prompt chunks and decoded tokens");
+  add_flag_option<&ServerConfig::max_step_ms>(cmd, *flags, "--max-step-ms", v.max_step_ms,
+                                              "Target ms of a step while sequences decode: prompt chunks are cut to "
+                                              "fit (0 = off)");
+  add_flag_option<&ServerConfig::prefill_order>(cmd, *flags, "--prefill-order", v.prefill_order,
+                                                "Which prompts a step prefills first: fcfs, or short-first (the "
+                                                "shortest remaining first; the oldest still moves every step)");
+  add_flag_option<&ServerConfig::max_model_len>(cmd, *flags, "--max-model-len", v.max_model_len,
+                                                "Prompt + generated tokens per sequence (0 = the model's context)");
+  add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,
+                                                 "KV cache storage: " + std::string(kernels::kv_dtype_names()) +
+                                                     "; int8 has a scale per token, head and group, int8-static "
+                                                     "and fp8 per-tensor scales");
+  add_flag_option<&ServerConfig::kv_quant_group>(cmd, *flags, "--kv-quant-group", v.kv_quant_group,
+                                                 "int8 KV: channels sharing one scale, >= 8 and dividing the head dim "
+                                                 "(0 = the head dim)");
+  add_flag_option<&ServerConfig::kv_static_amax>(cmd, *flags, "--kv-static-amax", v.kv_static_amax,
+                                                 "int8-static / fp8 KV: the |K| and |V| mapped to the largest code "
+                                                 "(0 = calibrate each layer from the first prefill)");
+  add_flag_option<&ServerConfig::kv_cache_memory>(cmd, *flags, "--kv-cache-memory", v.kv_cache_memory,
+                                                  "cpu: KV cache size, bytes (512M, 2G) or a share of RAM (20%), "
+                                                  "at most what --max-num-seqs full-length sequences use");
+  add_flag_option<&ServerConfig::kv_block_size>(cmd, *flags, "--kv-block-size", v.kv_block_size,
+                                                "Tokens per KV cache block, a power of two");
+  add_flag_option<&ServerConfig::device>(cmd, *flags, "--device", v.device,
+                                         "Where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is "
+                                         "present)");
+  add_flag_option<&ServerConfig::gpu_memory_utilization>(
+      cmd, *flags, "--gpu-memory-utilization", v.gpu_memory_utilization,
+      "cuda: share of the GPU's memory for the weights, the activations and the KV cache, which gets what is "
+      "left");
+  add_flag_option<&ServerConfig::threads>(cmd, *flags, "--threads,-t", v.threads,
+                                          "Compute threads; 0 = $INFLIGHT_NUM_THREADS if set, else all cores");
+  add_flag_option<&ServerConfig::http_threads>(cmd, *flags, "--http-threads", v.http_threads,
+                                               "Threads serving HTTP");
+  add_flag_option<&ServerConfig::max_connections>(cmd, *flags, "--max-connections", v.max_connections,
+                                                  "Open client connections; beyond it new ones get 503 and are "
+                                                  "closed");
+  add_flag_option<&ServerConfig::max_queue>(cmd, *flags, "--max-queue", v.max_queue,
+                                            "Requests waiting to start before new ones get 429 with Retry-After");
+  add_flag_option<&ServerConfig::log_level>(cmd, *flags, "--log-level", v.log_level,
+                                            "Log level: trace, debug, info, warn, error, critical, off");
+  add_flag_option<&ServerConfig::shutdown_grace_seconds>(
+      cmd, *flags, "--shutdown-grace-seconds", v.shutdown_grace_seconds,
+      "On SIGINT/SIGTERM, seconds in-flight requests get to finish while new ones get 503");
+  add_flag_option<&ServerConfig::chat_template>(cmd, *flags, "--chat-template", v.chat_template,
+                                                "auto (the model's own, else llama2), a built-in (" +
+                                                    server::chat_template_names() + "), or a Jinja template file");
+  return flags;
 }
 
 }  // namespace
 
 void add_serve_command(CLI::App& app) {
-  auto flags = std::make_shared<ServeFlags>();
-  ServerConfig& v = flags->values;
   CLI::App* cmd = app.add_subcommand("serve", "Serve the OpenAI-compatible HTTP API");
-  cmd->add_option("--config", flags->config_path, "JSON config file (see configs/server.json); flags override it");
-  add_flag_option<&ServerConfig::model>(cmd, *flags, "--model,-m", v.model,
-                                        "GGUF file or Hugging Face folder (default: the built-in model)");
-  add_flag_option<&ServerConfig::host>(cmd, *flags, "--host", v.host, "Address to listen on (default 127.0.0.1)");
-  add_flag_option<&ServerConfig::port>(cmd, *flags, "--port", v.port, "TCP port; 0 = any free port (default 8000)");
-  add_flag_option<&ServerConfig::served_model_name>(cmd, *flags, "--served-model-name", v.served_model_name,
-                                                    "Model name clients use (default: the model's name)");
-  add_flag_option<&ServerConfig::api_key>(cmd, *flags, "--api-key", v.api_key,
-                                          "Require Authorization: Bearer <key> on /v1/* (default: none)");
-  CLI::Option* no_webui = cmd->add_flag("--no-webui", flags->no_webui, "Do not serve the built-in web page at GET /");
-  flags->overrides.emplace_back(no_webui, [](const ServerConfig&, ServerConfig& to) { to.webui = false; });
-  add_flag_option<&ServerConfig::max_num_seqs>(cmd, *flags, "--max-num-seqs", v.max_num_seqs,
-                                               "Sequences per engine step (default 64)");
-  add_flag_option<&ServerConfig::max_num_batched_tokens>(cmd, *flags, "--max-num-batched-tokens",
-                                                         v.max_num_batched_tokens, "Tokens per engine step (default 2048)");
-  add_flag_option<&ServerConfig::max_step_ms>(cmd, *flags, "--max-step-ms", v.max_step_ms,
-                                              "Target ms of a step while sequences decode: prompt chunks are cut to "
-                                              "fit (0 = off; default 150)");
-  add_flag_option<&ServerConfig::prefill_order>(cmd, *flags, "--prefill-order", v.prefill_order,
-                                                "Which prompts a step prefills first: fcfs, or short-first (the "
-                                                "shortest remaining first; the oldest still moves every step) "
-                                                "(default short-first)");
-  add_flag_option<&ServerConfig::max_model_len>(cmd, *flags, "--max-model-len", v.max_model_len,
-                                                "Prompt + generated tokens per sequence (default: the model's context)");
-  add_flag_option<&ServerConfig::kv_cache_dtype>(cmd, *flags, "--kv-cache-dtype", v.kv_cache_dtype,
-                                                 "KV cache storage dtype (default f16)");
-  add_flag_option<&ServerConfig::kv_quant_group>(cmd, *flags, "--kv-quant-group", v.kv_quant_group,
-                                                 "int8 KV: channels sharing one scale, >= 8 and dividing the head dim "
-                                                 "(default 0 = the head dim)");
-  add_flag_option<&ServerConfig::kv_static_amax>(cmd, *flags, "--kv-static-amax", v.kv_static_amax,
-                                                 "int8-static / fp8 KV: the |K| and |V| mapped to the largest code "
-                                                 "(default 0 = calibrate each layer from the first prefill)");
-  add_flag_option<&ServerConfig::kv_cache_memory>(cmd, *flags, "--kv-cache-memory", v.kv_cache_memory,
-                                                  "cpu: KV cache size, bytes (512M, 2G) or a share of RAM (20%) (default 20%)");
-  add_flag_option<&ServerConfig::kv_block_size>(cmd, *flags, "--kv-block-size", v.kv_block_size,
-                                                "Tokens per KV cache block, a power of two (default 16)");
-  add_flag_option<&ServerConfig::device>(cmd, *flags, "--device", v.device,
-                                         "Where the model runs: cpu, cuda (an NVIDIA GPU), or auto (cuda when one is "
-                                         "present) (default auto)");
-  add_flag_option<&ServerConfig::gpu_memory_utilization>(
-      cmd, *flags, "--gpu-memory-utilization", v.gpu_memory_utilization,
-      "cuda: share of the GPU's memory for the weights, the activations and the KV cache, which gets what is "
-      "left (default 0.9)");
-  add_flag_option<&ServerConfig::threads>(cmd, *flags, "--threads,-t", v.threads, "Compute threads; 0 = all cores");
-  add_flag_option<&ServerConfig::http_threads>(cmd, *flags, "--http-threads", v.http_threads,
-                                               "Threads serving HTTP (default 2)");
-  add_flag_option<&ServerConfig::max_connections>(cmd, *flags, "--max-connections", v.max_connections,
-                                                  "Open client connections; beyond it new ones get 503 and are "
-                                                  "closed (default 512)");
-  add_flag_option<&ServerConfig::max_queue>(cmd, *flags, "--max-queue", v.max_queue,
-                                            "Requests waiting to start before new ones get 429 (default 1024)");
-  add_flag_option<&ServerConfig::log_level>(cmd, *flags, "--log-level", v.log_level,
-                                            "trace, debug, info, warn, error, critical, off (default info)");
-  add_flag_option<&ServerConfig::shutdown_grace_seconds>(
-      cmd, *flags, "--shutdown-grace-seconds", v.shutdown_grace_seconds,
-      "On SIGINT/SIGTERM, seconds in-flight requests get to finish while new ones get 503 (default 25)");
-  add_flag_option<&ServerConfig::chat_template>(cmd, *flags, "--chat-template", v.chat_template,
-                                                "auto (the model's own, else llama2), a built-in (" + server::chat_template_names() +
-                                                    "), or a Jinja template file");
+  const std::shared_ptr<ServeFlags> flags = define_serve_flags(cmd);
   cmd->callback([flags] { run_serve(*flags); });
+}
+
+std::vector<std::pair<std::string, std::string>> serve_config_key_flags() {
+  CLI::App scratch;
+  const std::shared_ptr<ServeFlags> flags = define_serve_flags(&scratch);
+  // A config in which every setting differs from its default: a flag's override copied from it onto the
+  // defaults then changes exactly the settings that flag stands for.
+  const nlohmann::json defaults = server::to_json(ServerConfig{});
+  nlohmann::json changed = defaults;
+  for (auto& [key, value] : changed.items()) {
+    if (value.is_boolean()) value = !value.get<bool>();
+    else if (value.is_string()) value = value.get<std::string>() + "x";
+    else if (value.is_number_integer()) value = value.get<int64_t>() + 1;
+    else value = value.get<double>() + 1;
+  }
+  ServerConfig from;
+  server::apply_json(changed, "every setting changed", &from);
+  std::vector<std::pair<std::string, std::string>> key_flags;
+  for (auto& [key, value] : defaults.items()) key_flags.emplace_back(key, "");
+  for (const auto& [option, apply] : flags->overrides) {
+    ServerConfig to;
+    apply(from, to);
+    const nlohmann::json after = server::to_json(to);
+    for (auto& [key, flag] : key_flags)
+      if (after[key] != defaults[key]) flag = option->get_name();
+  }
+  return key_flags;
 }
 
 }  // namespace inflight::cli

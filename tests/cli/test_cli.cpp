@@ -3,9 +3,14 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <sys/wait.h>
+#include <vector>
 
 #include "engine/model.h"
 #include "engine/model_loader.h"
@@ -15,6 +20,151 @@ namespace {
 using inflight::test::CommandResult;
 CommandResult run(const std::string& args, bool stdout_only = false) {
   return inflight::test::run_inflight(args, stdout_only);
+}
+
+const std::filesystem::path kConfigDocs = std::filesystem::path(INFLIGHT_SOURCE_DIR) / "docs" / "CONFIGURATION.md";
+
+std::string read_text(const std::filesystem::path& path) {
+  const std::vector<uint8_t> bytes = inflight::test::read_bytes(path);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+// A CONFIGURATION.md's sections: "serve" for "## inflight serve", "Environment variables", each to the next
+// "## " heading.
+std::map<std::string, std::string> doc_sections(const std::string& text) {
+  std::map<std::string, std::string> sections;
+  std::istringstream in(text);
+  std::string line;
+  std::string* current = nullptr;
+  while (std::getline(in, line)) {
+    if (line.rfind("## ", 0) == 0) {
+      const std::string title = line.substr(3);
+      current = &sections[title.rfind("inflight ", 0) == 0 ? title.substr(9) : title];
+    } else if (current != nullptr) {
+      *current += line + "\n";
+    }
+  }
+  return sections;
+}
+
+// The names in the first column of a section's table rows: "| `--model`, `-m` | ..." -> --model, -m.
+std::set<std::string> documented_names(const std::string& section) {
+  std::set<std::string> names;
+  std::istringstream in(section);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("| `", 0) != 0) continue;
+    const std::string first = line.substr(0, line.find(" | ", 2));
+    for (size_t open = first.find('`'); open != std::string::npos; open = first.find('`', open)) {
+      const size_t close = first.find('`', open + 1);
+      if (close == std::string::npos) break;
+      names.insert(first.substr(open + 1, close - open - 1));
+      open = close + 1;
+    }
+  }
+  return names;
+}
+std::set<std::string> documented_names(const std::map<std::string, std::string>& sections, const std::string& title) {
+  const auto it = sections.find(title);
+  return it == sections.end() ? std::set<std::string>() : documented_names(it->second);
+}
+
+// The flags `inflight <command> --help` lists (CLI11 indents each option's line by two spaces and a wrapped
+// description further), but -h and --help, which every command has.
+std::vector<std::string> help_flags(const std::string& help) {
+  std::vector<std::string> flags;
+  std::istringstream in(help);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("  -", 0) != 0) continue;
+    std::istringstream names(line.substr(2, line.find(' ', 2) - 2));
+    std::string name;
+    while (std::getline(names, name, ','))
+      if (name != "-h" && name != "--help") flags.push_back(name);
+  }
+  return flags;
+}
+
+// The commands `inflight --help` lists, after its "Subcommands:" line.
+std::vector<std::string> help_commands(const std::string& help) {
+  std::vector<std::string> commands;
+  std::istringstream in(help);
+  std::string line;
+  bool listing = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("Subcommands:", 0) == 0) listing = true;
+    else if (listing && line.rfind("  ", 0) == 0 && line.size() > 2 && line[2] != ' ')
+      commands.push_back(line.substr(2, line.find(' ', 2) - 2));
+  }
+  return commands;
+}
+
+// Why `doc` differs from what `inflight config-docs` prints ("" where it is the same, byte for byte): the
+// flags and variables missing from it, or else the first line that differs.
+std::string config_docs_out_of_date(const std::filesystem::path& doc) {
+  const CommandResult generated = run("config-docs", true);
+  if (generated.status != 0) return "`inflight config-docs` failed with status " + std::to_string(generated.status);
+  const std::string committed = read_text(doc);
+  if (committed == generated.output) return "";
+  std::string why = doc.string() + " is not what `inflight config-docs` prints; regenerate it with "
+                    "scripts/gen-config-docs.sh [build-dir].";
+  const std::map<std::string, std::string> have = doc_sections(committed);
+  std::string missing;
+  for (const auto& [title, text] : doc_sections(generated.output)) {
+    const std::set<std::string> documented = documented_names(have, title);
+    for (const std::string& name : documented_names(text))
+      if (!documented.count(name)) missing += " " + title + ": " + name + ";";
+  }
+  if (!missing.empty()) return why + " Missing from it:" + missing;
+  std::istringstream a(committed), b(generated.output);
+  std::string line_a, line_b;
+  for (int n = 1;; ++n) {
+    const bool more_a = bool(std::getline(a, line_a)), more_b = bool(std::getline(b, line_b));
+    if (!more_a && !more_b) return why + " (they differ in the last newline)";
+    if (!more_a || !more_b || line_a != line_b)
+      return why + " First difference, line " + std::to_string(n) + ":\n  file:      " +
+             (more_a ? line_a : "(end)") + "\n  generated: " + (more_b ? line_b : "(end)");
+  }
+}
+
+// Independent of the generator: the flags each command's --help lists that `doc` does not have in that
+// command's section, the commands --help lists without a section, and the environment variables the sources
+// read (std::getenv) that its "Environment variables" section lacks. "" where nothing is missing.
+std::string missing_from_config_docs(const std::filesystem::path& doc) {
+  const std::map<std::string, std::string> sections = doc_sections(read_text(doc));
+  std::set<std::string> commands;
+  for (const auto& [title, text] : sections)
+    if (title != "Environment variables") commands.insert(title);
+  std::string missing;
+  for (const std::string& command : help_commands(run("--help", true).output)) {
+    if (!sections.count(command)) missing += " no section ## inflight " + command + ";";
+    commands.insert(command);
+  }
+  for (const std::string& command : commands) {
+    const CommandResult help = run(command + " --help", true);
+    if (help.status != 0) {
+      missing += " `inflight " + command + " --help` failed;";
+      continue;
+    }
+    const std::set<std::string> documented = documented_names(sections, command);
+    for (const std::string& flag : help_flags(help.output))
+      if (!documented.count(flag)) missing += " " + command + ": " + flag + ";";
+  }
+  const std::set<std::string> variables = documented_names(sections, "Environment variables");
+  for (const char* folder : {"cli", "server", "engine", "cache", "kernels", "client"}) {
+    for (const auto& entry :
+         std::filesystem::recursive_directory_iterator(std::filesystem::path(INFLIGHT_SOURCE_DIR) / folder)) {
+      const std::string ext = entry.path().extension().string();
+      if (!entry.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh")) continue;
+      const std::string source = read_text(entry.path());
+      for (size_t at = source.find("getenv(\""); at != std::string::npos; at = source.find("getenv(\"", at + 1)) {
+        const size_t begin = at + 8;
+        const std::string name = source.substr(begin, source.find('"', begin) - begin);
+        if (!variables.count(name)) missing += " environment variable " + name + " (" + entry.path().string() + ");";
+      }
+    }
+  }
+  return missing.empty() ? "" : doc.string() + " lacks:" + missing;
 }
 }  // namespace
 
@@ -142,5 +292,38 @@ TEST_SUITE("cli") {
       CHECK(r.status == 1);
       CHECK(r.output.find("--device cuda: ") != std::string::npos);
     }
+  }
+
+  TEST_CASE("docs/CONFIGURATION.md is what `inflight config-docs` prints") {
+    const std::string why = config_docs_out_of_date(kConfigDocs);
+    INFO(why);
+    CHECK(why.empty());
+  }
+
+  TEST_CASE("docs/CONFIGURATION.md has every flag of each command's --help and every variable the code reads") {
+    const std::string why = missing_from_config_docs(kConfigDocs);
+    INFO(why);
+    CHECK(why.empty());
+  }
+
+  TEST_CASE("the config docs checks name a flag row or a variable row taken out of the file") {
+    inflight::test::TempDir dir("cli");
+    const std::string text = read_text(kConfigDocs);
+    auto without = [&](const std::string& row_start, const std::string& name) {
+      const size_t at = text.find(row_start);
+      REQUIRE(at != std::string::npos);
+      std::ofstream(dir / name, std::ios::binary) << text.substr(0, at) + text.substr(text.find('\n', at) + 1);
+      return std::filesystem::path(dir / name);
+    };
+    const std::filesystem::path no_flag = without("| `--max-queue` |", "no-flag.md");
+    CHECK(config_docs_out_of_date(no_flag).find("serve: --max-queue;") != std::string::npos);
+    CHECK(missing_from_config_docs(no_flag).find("serve: --max-queue;") != std::string::npos);
+    const std::filesystem::path no_short = without("| `--threads`, `-t` |", "no-short.md");  // generate's, the first
+    CHECK(missing_from_config_docs(no_short).find("generate: -t;") != std::string::npos);
+    const std::filesystem::path no_variable = without("| `INFLIGHT_ISA` |", "no-variable.md");
+    CHECK(config_docs_out_of_date(no_variable).find("Environment variables: INFLIGHT_ISA;") != std::string::npos);
+    CHECK(missing_from_config_docs(no_variable).find("environment variable INFLIGHT_ISA") != std::string::npos);
+    std::ofstream(dir / "longer.md", std::ios::binary) << text + "\n";
+    CHECK(config_docs_out_of_date(dir / "longer.md").find("First difference") != std::string::npos);
   }
 }

@@ -142,12 +142,12 @@ def serve_flags(help_text):
 
 def default_port(help_text):
     line = next(l for l in help_text.splitlines() if "--port" in l)
-    return int(re.search(r"default (\d+)", line).group(1))
+    return int(re.search(r"(?:=|default )(\d+)", line).group(1))  # CLI11 prints the default as --port INT=8000
 
 
 def default_shutdown_grace(help_text):
     entry = help_text[help_text.index("--shutdown-grace-seconds"):].split("\n  --", 1)[0]  # may wrap
-    return float(re.search(r"default (\d+(?:\.\d+)?)", entry).group(1))
+    return float(re.search(r"(?:=|default )(\d+(?:\.\d+)?)", entry).group(1))
 
 
 def seconds_of(duration):
