@@ -22,11 +22,11 @@ if [ "${1:-}" = "--bundle" ]; then
   cmake --build "$build" -j"$(nproc)" --target inflight test_kernels_cuda test_engine_cuda test_server \
     bench_attention_cuda bench_engine
   rm -rf "$bundle"
-  mkdir -p "$bundle/shared/golden" "$bundle/shared/models/stories260K" "$bundle/lib"
+  mkdir -p "$bundle/data/golden" "$bundle/data/models/stories260K" "$bundle/lib"
   cp "$build/inflight" "$build/tests/test_kernels_cuda" "$build/tests/test_engine_cuda" "$build/tests/test_server" \
      "$build/bench/bench_attention_cuda" "$build/bench/bench_engine" "$bundle/"
-  cp -r "$root/../shared/golden/gqa" "$root/../shared/golden/stories260K_greedy.json" "$bundle/shared/golden/"
-  cp "$root/../shared/models/stories260K/stories260K.gguf" "$bundle/shared/models/stories260K/"
+  cp -r "$root/tests/data/golden/gqa" "$root/tests/data/golden/stories260K_greedy.json" "$bundle/data/golden/"
+  cp "$root/tests/data/models/stories260K/stories260K.gguf" "$bundle/data/models/stories260K/"
   # The Debian libraries the engine loads (spdlog, fmt, sentencepiece, PCRE2, utf8proc); not libc, libstdc++
   # or CUDA's.
   ldd "$build/inflight" "$build/tests/test_server" "$build/bench/bench_engine" | awk '$3 ~ /^\/lib/ && $1 !~ /^lib(c|m|gcc_s|stdc\+\+|pthread|dl|rt)\.so/ {print $3}' |
@@ -80,7 +80,7 @@ run_cases() {  # binary [doctest filters...]
   say "$name: $([ $failed -eq 0 ] && echo passed || echo FAILED), ${count:-0} cases"
   [ $failed -eq 0 ] || rc=1
 }
-export INFLIGHT_SHARED_DIR="$bundle/shared" INFLIGHT_BINARY_PATH="$bundle/inflight"
+export INFLIGHT_TEST_DATA="$bundle/data" INFLIGHT_BINARY_PATH="$bundle/inflight"
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   run_cases test_kernels_cuda
   run_cases test_engine_cuda

@@ -16,7 +16,7 @@
 # One summary line per stage; the whole summary also goes to $OUT/summary.txt. Takes ~13 minutes on 2
 # cores, most of it the image build (docs/DEPLOYMENT.md). Usage: scripts/docker-e2e.sh (as root, or with sudo)
 # Settings: INFLIGHT_E2E_OUT (default build/docker-e2e), INFLIGHT_E2E_MODEL_DIR (a folder holding
-# stories260K.gguf; default ../shared/models/stories260K, else a model made with `inflight make-model`),
+# stories260K.gguf; default tests/data/models/stories260K, else a model made with `inflight make-model`),
 # INFLIGHT_E2E_PORT / INFLIGHT_E2E_LB_PORT (host ports, default 18000 / 18080).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -219,7 +219,7 @@ stage_start=$(date +%s)
 compose up -d server >"$out/serve.log" 2>&1 || fail "up server (see $out/serve.log)"
 t_default=$(wait_healthy server 120)
 default_result="$(host_requests "built-in model")"
-model_dir="${INFLIGHT_E2E_MODEL_DIR:-$root/../shared/models/stories260K}"
+model_dir="${INFLIGHT_E2E_MODEL_DIR:-$root/tests/data/models/stories260K}"
 if [ ! -f "$model_dir/stories260K.gguf" ]; then
   model_dir="$work/models"
   mkdir -p "$model_dir" && chmod 777 "$model_dir"

@@ -8,6 +8,5 @@ seconds="${1:?usage: scripts/soak.sh SECONDS [build-dir] [soak.py flags...]}"
 shift
 build="${1:-$root/build}"
 if [ $# -gt 0 ]; then shift; fi
-shared="${INFLIGHT_SHARED_DIR:-$root/../shared}"
 exec python3 "$root/scripts/soak.py" "$seconds" --inflight "$build/inflight" \
-  --model "$shared/models/stories260K/stories260K.gguf" "$@"
+  --model "$root/tests/data/models/stories260K/stories260K.gguf" "$@"

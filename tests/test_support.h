@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iterator>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -15,9 +16,18 @@
 
 namespace inflight::test {
 
-inline std::filesystem::path shared_dir() {
-  if (const char* env = std::getenv("INFLIGHT_SHARED_DIR")) return env;
-  return INFLIGHT_SHARED_DIR;
+// The tests' reference data (tests/data, whose README says where each file came from): $INFLIGHT_TEST_DATA,
+// else the source tree's folder.
+inline std::filesystem::path data_dir() {
+  if (const char* env = std::getenv("INFLIGHT_TEST_DATA")) return env;
+  return INFLIGHT_TEST_DATA;
+}
+// `relative` under data_dir(); a path that does not exist throws, naming it, so the test case using it fails
+// with that name.
+inline std::filesystem::path data_path(const std::filesystem::path& relative) {
+  const std::filesystem::path path = data_dir() / relative;
+  if (!std::filesystem::exists(path)) throw std::runtime_error("missing test data: " + path.string());
+  return path;
 }
 // The `inflight` executable under test: $INFLIGHT_BINARY_PATH, else the build's own (where the test binaries
 // run from a copy, as scripts/device-check.sh runs them on a GPU machine).
@@ -31,9 +41,9 @@ inline std::string test_device() {
   const char* env = std::getenv("INFLIGHT_TEST_DEVICE");
   return env != nullptr ? env : "cpu";
 }
-inline std::filesystem::path stories_dir() { return shared_dir() / "models" / "stories260K"; }
-inline std::string stories_gguf() { return (stories_dir() / "stories260K.gguf").string(); }
-inline std::string stories_hf() { return (stories_dir() / "hf").string(); }
+inline std::filesystem::path stories_dir() { return data_path("models/stories260K"); }
+inline std::string stories_gguf() { return data_path("models/stories260K/stories260K.gguf").string(); }
+inline std::string stories_hf() { return data_path("models/stories260K/hf").string(); }
 
 // A fresh empty folder under the system temp dir, removed at scope exit.
 struct TempDir {
@@ -50,8 +60,10 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
+// The bytes of file `p`; a file that cannot be opened throws, naming it.
 inline std::vector<uint8_t> read_bytes(const std::filesystem::path& p) {
   std::ifstream f(p, std::ios::binary);
+  if (!f) throw std::runtime_error("cannot open " + p.string());
   return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
 }
 inline void write_bytes(const std::filesystem::path& p, const std::vector<uint8_t>& bytes) {

@@ -6,7 +6,7 @@
 //   minimum, built from seqlens_k, causality and the local window) [+ attention_bias] -> Softmax ->
 //   MatMul with expanded V -> Transpose/Reshape to (B, S, N*H)
 //
-// It is the oracle of the GQA golden tests (../shared/golden/gqa, whose README states these semantics)
+// It is the oracle of the GQA golden tests (tests/data/golden/gqa, whose README states these semantics)
 // and of reference::attention. Plain loops over small tensors; not meant to be fast.
 #pragma once
 #include <cstdint>

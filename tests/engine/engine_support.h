@@ -17,11 +17,11 @@
 
 namespace inflight::test {
 
-// llama2.c's greedy outputs of stories260K: ../shared/golden/stories260K_greedy.json, or the file named by
+// llama2.c's greedy outputs of stories260K: tests/data/golden/stories260K_greedy.json, or the file named by
 // INFLIGHT_STORIES_GOLDEN.
 inline nlohmann::json load_stories_golden() {
   const char* env = std::getenv("INFLIGHT_STORIES_GOLDEN");
-  const std::string path = env ? env : (shared_dir() / "golden" / "stories260K_greedy.json").string();
+  const std::string path = env ? env : (data_dir() / "golden" / "stories260K_greedy.json").string();
   std::ifstream f(path);
   REQUIRE_MESSAGE(f.good(), "cannot open golden file " << path);
   return nlohmann::json::parse(f);

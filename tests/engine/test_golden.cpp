@@ -1,5 +1,5 @@
 // stories260K, GGUF and HF layouts, against the greedy outputs of llama2.c's run.c
-// (../shared/golden/stories260K_greedy.json, or the file named by INFLIGHT_STORIES_GOLDEN).
+// (tests/data/golden/stories260K_greedy.json, or the file named by INFLIGHT_STORIES_GOLDEN).
 #include <doctest/doctest.h>
 
 #include <cmath>

@@ -2,7 +2,7 @@
 // scaling, qwen2 with q/k/v bias, qwen3 with q/k norm, head_dim != dim / heads and yarn, mistral with a
 // sliding window and linear scaling) is regenerated with make-model's writer from the seed in the golden
 // file and must give llama.cpp's logits at the first 3 prompt positions and its 32 greedy tokens
-// (tests/golden/llamacpp, README there says how they were made). Then the same weights as a Hugging Face
+// (tests/data/golden/llamacpp, README there says how they were made). Then the same weights as a Hugging Face
 // folder must give the GGUF's greedy tokens.
 #include <doctest/doctest.h>
 
@@ -23,7 +23,7 @@ using namespace inflight;
 
 namespace {
 
-std::filesystem::path golden_dir() { return std::filesystem::path(INFLIGHT_SOURCE_DIR) / "tests" / "golden" / "llamacpp"; }
+std::filesystem::path golden_dir() { return test::data_dir() / "golden" / "llamacpp"; }
 
 // `file`: a name in golden_dir(), or a path.
 nlohmann::json read_golden(const std::string& file) {

@@ -1,6 +1,6 @@
 // Parity with llama.cpp on the block weight types: random-weight models written by `inflight make-model
 // --dtype <type>` (regenerated here, deterministic), against the logits and greedy tokens llama.cpp
-// computed on the same files (tests/golden/llamacpp-quant/, README there says how).
+// computed on the same files (tests/data/golden/llamacpp-quant/, README there says how).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -25,7 +25,7 @@ namespace {
 // make-model arguments ("make_model_args").
 std::string golden_dir() {
   if (const char* env = std::getenv("INFLIGHT_LLAMACPP_QUANT_DIR")) return env;
-  return std::string(INFLIGHT_SOURCE_DIR) + "/tests/golden/llamacpp-quant";
+  return (test::data_dir() / "golden" / "llamacpp-quant").string();
 }
 
 // Logits of the prompt's first 3 positions (one generate per prefix) and `steps` greedy tokens after it.
@@ -91,7 +91,7 @@ TEST_CASE("block weight types agree with llama.cpp: logits at 3 positions and 32
     CAPTURE(name);
     std::ifstream f(golden_dir() + "/" + cs.name + ".json");
     if (!f.good() && std::getenv("INFLIGHT_LLAMACPP_QUANT_DIR")) continue;
-    REQUIRE_MESSAGE(f.good(), "missing golden file for " << cs.name);
+    REQUIRE_MESSAGE(f.good(), "missing golden file " << golden_dir() << "/" << cs.name << ".json");
     const nlohmann::json golden = nlohmann::json::parse(f);
     std::string path = dir / (std::string(cs.name) + ".gguf");
     if (golden.contains("model")) {

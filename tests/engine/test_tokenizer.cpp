@@ -1,5 +1,5 @@
 // Tokenizer from tokenizer.model and from a GGUF vocabulary, against run.c's golden ids
-// (../shared/golden/stories260K_greedy.json, or the file named by INFLIGHT_STORIES_GOLDEN), and the
+// (tests/data/golden/stories260K_greedy.json, or the file named by INFLIGHT_STORIES_GOLDEN), and the
 // incremental detokenizer's delta invariant.
 #include <doctest/doctest.h>
 

@@ -10,11 +10,7 @@
 
 namespace inflight::fuzz {
 
-inline std::string shared_dir() {
-  if (const char* env = std::getenv("INFLIGHT_SHARED_DIR")) return env;
-  return INFLIGHT_SHARED_DIR;
-}
-inline std::string stories_dir() { return shared_dir() + "/models/stories260K"; }
+inline std::string stories_dir() { return INFLIGHT_TEST_DATA "/models/stories260K"; }
 
 // The path of an in-memory file (memfd) now holding exactly `data`; the same file every call.
 inline std::string bytes_file(const uint8_t* data, size_t size) {

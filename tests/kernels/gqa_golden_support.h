@@ -1,4 +1,4 @@
-// ONNX Runtime GroupQueryAttention golden cases (../shared/golden/gqa, and the folder named by
+// ONNX Runtime GroupQueryAttention golden cases (tests/data/golden/gqa, and the folder named by
 // INFLIGHT_GQA_GOLDEN): loading them, the decomposed-graph oracle check, and check_paged, which maps a case
 // onto the paged cache (README rule 7) and runs it through any attention backend (reference, CPU, CUDA).
 #pragma once
@@ -50,7 +50,7 @@ struct GoldenCase {
 };
 
 inline std::vector<GoldenCase> load_cases() {
-  std::vector<std::filesystem::path> roots{test::shared_dir() / "golden" / "gqa"};
+  std::vector<std::filesystem::path> roots{test::data_dir() / "golden" / "gqa"};
   if (const char* env = std::getenv("INFLIGHT_GQA_GOLDEN")) roots.emplace_back(env);
   std::vector<GoldenCase> cases;
   for (const auto& root : roots) {

@@ -1,4 +1,4 @@
-// ONNX Runtime GroupQueryAttention golden cases (../shared/golden/gqa, and the folder named by
+// ONNX Runtime GroupQueryAttention golden cases (tests/data/golden/gqa, and the folder named by
 // INFLIGHT_GQA_GOLDEN): the decomposed-graph oracle reproduces ORT's output and present K/V, and the
 // paged kernels (reference and fused, every ISA, several block sizes) reproduce ORT's output with the
 // sequences mapped onto the paged cache (README rule 7), their cache rows matching ORT's present.

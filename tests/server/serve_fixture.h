@@ -54,8 +54,9 @@ struct GoldenCase {
 };
 
 inline std::vector<GoldenCase> golden_cases() {
-  std::ifstream in(shared_dir() / "golden" / "stories260K_greedy.json");
-  REQUIRE(in);
+  const std::filesystem::path path = data_path("golden/stories260K_greedy.json");
+  std::ifstream in(path);
+  REQUIRE_MESSAGE(in, "cannot open golden file " << path.string());
   const json j = json::parse(in);
   std::vector<GoldenCase> cases;
   for (const json& c : j["cases"])

@@ -8,7 +8,8 @@ set -euo pipefail
 inflight="$1"
 model="$2"
 work="$3"
-if [ -n "${INFLIGHT_SHARED_DIR:-}" ]; then model="$INFLIGHT_SHARED_DIR/models/stories260K/stories260K.gguf"; fi
+if [ -n "${INFLIGHT_TEST_DATA:-}" ]; then model="$INFLIGHT_TEST_DATA/models/stories260K/stories260K.gguf"; fi
+if [ ! -f "$model" ]; then echo "missing test data: $model" >&2; exit 1; fi
 here="$(cd "$(dirname "$0")" && pwd)"
 chromium="${INFLIGHT_CHROMIUM:-/usr/bin/chromium}"
 
