@@ -7,12 +7,14 @@
 
 namespace inflight::engine::grammar::detail {
 
-PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& vocab, int32_t pos) {
+PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key) {
   StackWalker walker;
   walker.reset(grammar);
+  int32_t node = key.back();  // kBottom or kOpen
+  for (size_t i = key.size() - 1; i-- > 0;) node = walker.intern(key[i], node, 0);
   StackSet start;
   walker.begin_step();
-  walker.expand(walker.intern(pos, kOpen, 0), start);
+  walker.expand(node, start);
   TokenWalk walk;
   PositionMask mask;
   std::vector<int32_t> accepted;
@@ -41,24 +43,36 @@ PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& voc
   return mask;
 }
 
-MaskCache::MaskCache(const Grammar& grammar) : entries_(grammar.elements().size()) {}
+size_t MaskCache::KeyHash::operator()(const MaskKey& key) const {
+  uint64_t h = 0x9E3779B97F4A7C15ULL;
+  for (const int32_t v : key) h = (h ^ uint32_t(v)) * 0xff51afd7ed558ccdULL;
+  return size_t(h ^ (h >> 32));
+}
 
-std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, int32_t pos) {
+size_t MaskCache::num_entries() const {
+  std::lock_guard lock(mutex_);
+  return entries_.size();
+}
+
+std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, MaskKey key) {
   {
     std::lock_guard lock(mutex_);
-    if (entries_[size_t(pos)]) return entries_[size_t(pos)];
+    if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+    if (entries_.size() >= kMaxEntries && key.size() > 2) {
+      key = {key[0], kOpen};
+      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+    }
   }
   // Computed outside the lock (a walk over the whole vocabulary); a racing computation gives the same entry.
-  auto entry = std::make_shared<const PositionMask>(compute_position_mask(grammar, vocab, pos));
+  auto entry = std::make_shared<const PositionMask>(compute_position_mask(grammar, vocab, key));
   std::lock_guard lock(mutex_);
-  if (!entries_[size_t(pos)]) entries_[size_t(pos)] = std::move(entry);
-  return entries_[size_t(pos)];
+  return entries_.try_emplace(std::move(key), std::move(entry)).first->second;
 }
 
 std::shared_ptr<MaskCache> MaskCache::of(const Grammar& grammar, const std::shared_ptr<const TokenVocab>& vocab) {
   std::shared_ptr<void> state = grammar.vocab_state(
       std::static_pointer_cast<const void>(vocab),
-      [](const Grammar& g, const void*) -> std::shared_ptr<void> { return std::make_shared<MaskCache>(g); });
+      [](const Grammar&, const void*) -> std::shared_ptr<void> { return std::make_shared<MaskCache>(); });
   return std::static_pointer_cast<MaskCache>(state);
 }
 

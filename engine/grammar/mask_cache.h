@@ -1,17 +1,23 @@
 // MaskCache: XGrammar's adaptive token-mask cache, per (grammar, vocabulary) (internal to engine/grammar).
 //
-// For a terminal position p (at a code point boundary) the vocabulary is walked once from the stack {p} over
+// The key of a stack is its top kKeyDepth positions (top first; the top at a code point boundary), then kBottom
+// when that is the whole stack, else kOpen. For a key, the vocabulary is walked once from those positions over
 // an unknown rest (kOpen). A token is
-//   accepted   when some parse consumes it all without popping below p's alternative (or pops exactly at its
-//              last byte): it is allowed whatever the rest of the stack;
-//   rejected   when every parse dies inside the alternative: it is refused whatever the rest;
-//   uncertain  otherwise (a parse pops below p with bytes left): decided at run time with the real stacks.
-// At run time a stack with top p contributes accepted(p) plus whichever uncertain(p) tokens its full stack
-// takes. Entries are computed on first use and never change; the cache is shared by every matcher of the pair.
+//   accepted   when some parse consumes it all without popping below the key (or pops exactly at its last
+//              byte): it is allowed whatever the rest of the stack;
+//   rejected   when every parse dies above the rest: it is refused whatever the rest;
+//   uncertain  otherwise (a parse pops below the key with bytes left): decided at run time with the real stacks.
+// At run time a stack contributes accepted(key) plus whichever uncertain(key) tokens its full stack takes.
+// XGrammar keys by the top position alone; a key of one position is blind past the end of a small rule (in
+// `string ::= "\"" char* "\""` every token longer than one character leaves `char`), so most of a vocabulary
+// comes out uncertain; three positions see the enclosing loop and its closing quote. Entries are computed on
+// first use and never change; the cache is shared by every matcher of the pair, and past kMaxEntries keys new
+// ones fall back to the top position alone (a bounded set).
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/grammar/grammar.h"
@@ -29,21 +35,32 @@ struct PositionMask {
   std::vector<int32_t> uncertain_lcp;
 };
 
+inline constexpr int kKeyDepth = 3;
+
+// Positions top first, then kBottom or kOpen.
+using MaskKey = std::vector<int32_t>;
+
 class MaskCache {
  public:
-  explicit MaskCache(const Grammar& grammar);
-  // The entry of terminal position `pos` for `vocab` (the vocabulary this cache was made for).
-  std::shared_ptr<const PositionMask> get(const Grammar& grammar, const TokenVocab& vocab, int32_t pos);
+  static constexpr size_t kMaxEntries = 1024;
+
+  // The entry of `key` for `vocab` (the vocabulary this cache was made for); `key` may be cut to its top
+  // position (then kOpen) when the cache is full.
+  std::shared_ptr<const PositionMask> get(const Grammar& grammar, const TokenVocab& vocab, MaskKey key);
+  size_t num_entries() const;
 
   // The cache of (grammar, vocab), made on first use and kept with the grammar.
   static std::shared_ptr<MaskCache> of(const Grammar& grammar, const std::shared_ptr<const TokenVocab>& vocab);
 
  private:
-  std::mutex mutex_;
-  std::vector<std::shared_ptr<const PositionMask>> entries_;  // [num elements], null until computed
+  struct KeyHash {
+    size_t operator()(const MaskKey& key) const;
+  };
+  mutable std::mutex mutex_;
+  std::unordered_map<MaskKey, std::shared_ptr<const PositionMask>, KeyHash> entries_;
 };
 
 // Computes one entry (exposed for the benchmark and tests).
-PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& vocab, int32_t pos);
+PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key);
 
 }  // namespace inflight::engine::grammar::detail

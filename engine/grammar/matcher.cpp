@@ -178,24 +178,30 @@ void Matcher::fill_mask(std::span<uint32_t> bitmask) const {
   load(state(), walker, set);
   if (set.tops.empty()) return;
 
-  // Stacks grouped by their top position (those inside a character: walked in full, they are rare).
-  std::vector<std::pair<int32_t, int32_t>> by_top;  // (top position, node id)
+  // Stacks grouped by their key (mask_cache.h); those inside a character are walked in full (they are rare).
+  std::vector<std::pair<detail::MaskKey, int32_t>> by_key;  // (key, top node id)
   StackSet inside_character;
-  for (const int32_t id : set.tops) {
-    const detail::StackNode& n = walker.node(id);
-    if (n.partial != 0) inside_character.tops.push_back(id);
-    else by_top.emplace_back(n.pos, id);
+  for (const int32_t top : set.tops) {
+    if (walker.node(top).partial != 0) {
+      inside_character.tops.push_back(top);
+      continue;
+    }
+    detail::MaskKey key;
+    int32_t id = top;
+    for (; id >= 0 && int(key.size()) < detail::kKeyDepth; id = walker.node(id).parent) key.push_back(walker.node(id).pos);
+    key.push_back(id == detail::kBottom ? detail::kBottom : detail::kOpen);
+    by_key.emplace_back(std::move(key), top);
   }
-  std::sort(by_top.begin(), by_top.end());
+  std::sort(by_key.begin(), by_key.end());
 
   thread_local detail::TokenWalk walk;
   StackSet group;
   const std::span<const uint32_t> done(bitmask.data(), bitmask.size());
-  for (size_t i = 0; i < by_top.size();) {
-    const int32_t pos = by_top[i].first;
+  for (size_t i = 0; i < by_key.size();) {
+    const detail::MaskKey& key = by_key[i].first;
     group.clear();
-    for (; i < by_top.size() && by_top[i].first == pos; ++i) group.tops.push_back(by_top[i].second);
-    const std::shared_ptr<const detail::PositionMask> entry = mask_cache_->get(*grammar_, *vocab_, pos);
+    for (; i < by_key.size() && by_key[i].first == key; ++i) group.tops.push_back(by_key[i].second);
+    const std::shared_ptr<const detail::PositionMask> entry = mask_cache_->get(*grammar_, *vocab_, key);
     if (!entry->accepted_bits.empty()) {
       for (size_t w = 0; w < entry->accepted_bits.size(); ++w) bitmask[w] |= entry->accepted_bits[w];
     } else {

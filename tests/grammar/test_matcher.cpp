@@ -7,6 +7,7 @@
 #include <random>
 
 #include "engine/grammar/mask_cache.h"
+#include "engine/grammar/stack_walker.h"
 #include "grammar_test_support.h"
 
 using namespace inflight;
@@ -274,11 +275,11 @@ TEST_SUITE("grammar matcher") {
     size_t num_uncertain = 0, num_entries = 0;
     for (int32_t pos = 0; pos < int32_t(g->elements().size()); ++pos) {
       if (g->element(pos).kind != engine::grammar::ElementKind::kClass) continue;
-      const auto entry = engine::grammar::detail::compute_position_mask(*g, *vocab, pos);
+      const auto entry = engine::grammar::detail::compute_position_mask(*g, *vocab, {pos, engine::grammar::detail::kOpen});
       num_uncertain += entry.uncertain.size();
       ++num_entries;
     }
-    MESSAGE("JSON grammar: " << num_entries << " terminal positions, on average "
+    MESSAGE("JSON grammar, keys of one position: " << num_entries << " terminal positions, on average "
                              << num_uncertain / std::max<size_t>(num_entries, 1) << " uncertain tokens of "
                              << vocab->size());
   }
