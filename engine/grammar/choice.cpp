@@ -1,0 +1,142 @@
+#include "engine/grammar/choice.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace inflight::engine::grammar {
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+std::vector<uint32_t> decode_utf8(std::string_view text, std::string_view what) {
+  std::vector<uint32_t> out;
+  out.reserve(text.size());
+  size_t i = 0;
+  while (i < text.size()) {
+    const auto b0 = static_cast<unsigned char>(text[i]);
+    int len = b0 < 0x80 ? 1 : (b0 & 0xE0) == 0xC0 ? 2 : (b0 & 0xF0) == 0xE0 ? 3 : (b0 & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || i + len > text.size()) throw GrammarError(std::string(what) + ": invalid UTF-8");
+    uint32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1F) : len == 3 ? (b0 & 0x0F) : (b0 & 0x07);
+    for (int k = 1; k < len; ++k) {
+      const auto b = static_cast<unsigned char>(text[i + k]);
+      if ((b & 0xC0) != 0x80) throw GrammarError(std::string(what) + ": invalid UTF-8");
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    static constexpr uint32_t kMinForLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMinForLength[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+      throw GrammarError(std::string(what) + ": invalid UTF-8");
+    }
+    out.push_back(cp);
+    i += len;
+  }
+  return out;
+}
+
+std::string gbnf_literal(std::string_view text) {
+  std::string out = "\"";
+  for (uint32_t cp : decode_utf8(text, "literal")) {
+    if (cp == '"' || cp == '\\') {
+      out += '\\';
+      out += static_cast<char>(cp);
+    } else if (cp == '\n') {
+      out += "\\n";
+    } else if (cp == '\t') {
+      out += "\\t";
+    } else if (cp == '\r') {
+      out += "\\r";
+    } else if (cp < 0x20 || cp == 0x7F) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02X", cp);
+      out += buf;
+    } else {
+      append_utf8(out, cp);
+    }
+  }
+  out += '"';
+  return out;
+}
+
+std::string gbnf_class_char(uint32_t cp) {
+  if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9')) {
+    return std::string(1, static_cast<char>(cp));
+  }
+  char buf[12];
+  if (cp <= 0xFF) {
+    std::snprintf(buf, sizeof buf, "\\x%02X", cp);
+    return buf;
+  }
+  if (cp <= 0xFFFF) {
+    std::snprintf(buf, sizeof buf, "\\u%04X", cp);
+    return buf;
+  }
+  std::string out;
+  append_utf8(out, cp);
+  return out;
+}
+
+std::string gbnf_class(const std::vector<CodePointRange>& ranges) {
+  if (ranges.size() == 1 && ranges[0].first == 0 && ranges[0].last >= 0x10FFFF) return ".";
+  const bool negate = ranges.back().last >= 0x10FFFF;
+  std::vector<CodePointRange> listed;
+  if (negate) {
+    // The complement: the gaps between the ranges (the last range reaches U+10FFFF, so none after it).
+    uint32_t next = 0;
+    for (const CodePointRange& r : ranges) {
+      if (r.first > next) listed.push_back({next, r.first - 1});
+      next = r.last + 1;
+    }
+  } else {
+    listed = ranges;
+  }
+  std::string out = negate ? "[^" : "[";
+  for (const CodePointRange& r : listed) {
+    out += gbnf_class_char(r.first);
+    if (r.last != r.first) {
+      if (r.last > r.first + 1) out += '-';
+      out += gbnf_class_char(r.last);
+    }
+  }
+  out += ']';
+  return out;
+}
+
+std::string gbnf_alternation(const std::vector<std::string>& alternatives) {
+  std::vector<std::string> nonempty;
+  for (const std::string& a : alternatives) {
+    if (!a.empty() && std::find(nonempty.begin(), nonempty.end(), a) == nonempty.end()) nonempty.push_back(a);
+  }
+  if (nonempty.empty()) return "";
+  std::string body;
+  for (size_t i = 0; i < nonempty.size(); ++i) body += (i ? " | " : "") + nonempty[i];
+  const bool has_empty = std::find(alternatives.begin(), alternatives.end(), std::string()) != alternatives.end();
+  if (has_empty) return "(" + body + ")?";
+  return nonempty.size() == 1 ? body : "(" + body + ")";
+}
+
+std::string choice_to_gbnf(const std::vector<std::string>& choices, std::string_view root) {
+  if (choices.empty()) throw GrammarError("choice: the list of choices is empty");
+  std::string out = std::string(root) + " ::= ";
+  for (size_t i = 0; i < choices.size(); ++i) {
+    if (i > 0) out += " | ";
+    out += gbnf_literal(choices[i]);
+  }
+  out += '\n';
+  return out;
+}
+
+}  // namespace inflight::engine::grammar
