@@ -1,0 +1,909 @@
+#include "engine/grammar/json_schema.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "engine/grammar/regex.h"
+
+namespace inflight::engine::grammar {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+// JSON types as bits; kNumber is "number but not integer" so that {integer} and {number} intersect to integer.
+enum : unsigned { kNull = 1, kBool = 2, kObject = 4, kArray = 8, kString = 16, kInteger = 32, kNumber = 64 };
+constexpr unsigned kAllTypes = 127;
+
+const std::set<std::string, std::less<>> kAnnotations = {
+    "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
+    "writeOnly", "$defs", "definitions"};
+const std::set<std::string, std::less<>> kSupported = {
+    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+const std::set<std::string, std::less<>> kFormats = {"date", "time", "date-time", "uuid", "email", "ipv4", "ipv6"};
+
+std::string pointer_child(const std::string& ptr, std::string_view key) {
+  std::string out = ptr + "/";
+  for (char c : key) out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1") : std::string(1, c);
+  return out;
+}
+std::string pointer_child(const std::string& ptr, size_t index) { return ptr + "/" + std::to_string(index); }
+
+[[noreturn]] void fail(const std::string& what, const std::string& ptr) {
+  throw GrammarError(what + " at " + (ptr.empty() ? std::string("/") : ptr));
+}
+
+bool only_annotations(const Json& s) {
+  if (!s.is_object()) return false;
+  return std::all_of(s.items().begin(), s.items().end(),
+                     [](const auto& kv) { return kAnnotations.count(kv.key()) != 0; });
+}
+
+unsigned type_bit(std::string_view name, const std::string& ptr) {
+  if (name == "null") return kNull;
+  if (name == "boolean") return kBool;
+  if (name == "object") return kObject;
+  if (name == "array") return kArray;
+  if (name == "string") return kString;
+  if (name == "integer") return kInteger;
+  if (name == "number") return kInteger | kNumber;
+  fail("unknown type \"" + std::string(name) + "\"", ptr);
+}
+
+unsigned schema_types(const Json& s, const std::string& ptr) {
+  const auto it = s.find("type");
+  if (it == s.end()) return kAllTypes;
+  if (it->is_string()) return type_bit(it->get<std::string>(), pointer_child(ptr, "type"));
+  if (!it->is_array() || it->empty()) fail("\"type\" must be a string or a non-empty array", ptr);
+  unsigned bits = 0;
+  for (const Json& t : *it) {
+    if (!t.is_string()) fail("\"type\" must list strings", ptr);
+    bits |= type_bit(t.get<std::string>(), pointer_child(ptr, "type"));
+  }
+  return bits;
+}
+
+unsigned value_type(const Json& v) {
+  if (v.is_null()) return kNull;
+  if (v.is_boolean()) return kBool;
+  if (v.is_object()) return kObject;
+  if (v.is_array()) return kArray;
+  if (v.is_string()) return kString;
+  if (v.is_number_integer() || v.is_number_unsigned()) return kInteger;
+  const double d = v.get<double>();
+  return std::isfinite(d) && d == std::floor(d) ? kInteger : kNumber;
+}
+
+// A value as JSON.stringify writes it (numbers in JavaScript's shortest form), keys in the value's order.
+std::string compact_json(const Json& v) {
+  if (v.is_number_float()) return js_number(v.get<double>());
+  if (v.is_array()) {
+    std::string out = "[";
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + compact_json(v[i]);
+    return out + "]";
+  }
+  if (v.is_object()) {
+    std::string out = "{";
+    bool first = true;
+    for (const auto& kv : v.items()) {
+      out += (first ? "" : ",") + Json(kv.key()).dump(-1, ' ', false) + ":" + compact_json(kv.value());
+      first = false;
+    }
+    return out + "}";
+  }
+  return v.dump(-1, ' ', false);
+}
+
+std::string seq(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string& p : parts) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += p;
+  }
+  return out;
+}
+
+// Draft 4's forms in 2020-12 terms: a boolean exclusiveMinimum/Maximum qualifies minimum/maximum; an items array
+// is prefixItems with additionalItems as items; additionalItems without an items array has no effect.
+Json normalize(const Json& s) {
+  if (!s.is_object()) return s;
+  Json out = s;
+  for (const char* side : {"Minimum", "Maximum"}) {
+    const std::string ex = std::string("exclusive") + side;
+    std::string plain = side;
+    plain[0] = static_cast<char>(plain[0] - 'A' + 'a');
+    const auto it = out.find(ex);
+    if (it != out.end() && it->is_boolean()) {
+      const bool exclusive = it->get<bool>();
+      out.erase(ex);
+      if (exclusive && out.contains(plain)) {
+        out[ex] = out[plain];
+        out.erase(plain);
+      }
+    }
+  }
+  const auto items = out.find("items");
+  if (items != out.end() && items->is_array()) {
+    out["prefixItems"] = *items;
+    if (out.contains("additionalItems")) {
+      out["items"] = out["additionalItems"];
+    } else {
+      out.erase("items");
+    }
+  }
+  out.erase("additionalItems");
+  return out;
+}
+
+// allOf of two subschemas, as a schema: true and false absorb, equal schemas collapse.
+Json both(const Json& a, const Json& b) {
+  if (a == true || b == false) return b;
+  if (b == true || a == false || a == b) return a;
+  return Json{{"allOf", Json::array({a, b})}};
+}
+
+class Converter {
+ public:
+  Converter(const Json& root, const JsonSchemaOptions& options) : root_(root), options_(options) {}
+
+  std::string run(const Json* schema, std::string_view builtin_root) {
+    const std::string body = schema != nullptr ? visit(*schema, "", 0) : builtin(std::string(builtin_root));
+    std::string out = "root ::= " + body + "\n";
+    for (const std::string& name : order_) out += name + " ::= " + rules_.at(name) + "\n";
+    if (out.size() > options_.max_grammar_bytes) fail_size();
+    return out;
+  }
+
+ private:
+  [[noreturn]] void fail_size() const {
+    throw GrammarError("JSON Schema: the grammar exceeds " + std::to_string(options_.max_grammar_bytes) + " bytes");
+  }
+
+  // Each visit's output counts against the size limit as it is made, so that schemas whose anyOf/allOf
+  // distribution multiplies stop in bounded time.
+  void charge(size_t bytes) {
+    produced_ += bytes;
+    if (produced_ > 4 * options_.max_grammar_bytes) fail_size();
+  }
+
+  std::string unique_name(std::string_view hint) {
+    std::string base;
+    for (char c : hint) {
+      const bool ok = std::isalnum(static_cast<unsigned char>(c)) != 0;
+      if (ok) base += c;
+      else if (!base.empty() && base.back() != '-') base += '-';
+      if (base.size() >= 40) break;
+    }
+    while (!base.empty() && base.back() == '-') base.pop_back();
+    if (base.empty()) base = "s";
+    std::string name = base;
+    for (int k = 2; used_.count(name) != 0 || name == "root"; ++k) name = base + "-" + std::to_string(k);
+    used_.insert(name);
+    return name;
+  }
+
+  void define(const std::string& name, std::string body) {
+    charge(body.size() + name.size());
+    rules_[name] = std::move(body);
+    order_.push_back(name);
+  }
+
+  std::string rule(std::string_view hint, std::string body) {
+    const std::string name = unique_name(hint);
+    define(name, std::move(body));
+    return name;
+  }
+
+  std::string ws() { return options_.any_whitespace ? builtin("ws") : ""; }
+
+  // The fixed rules, defined on first use; their names are reserved by the "json-"/"fmt-" prefixes, which
+  // unique_name never makes on its own (it never returns these exact names: they are in used_ once defined).
+  std::string builtin(const std::string& name) {
+    if (rules_.count(name) != 0 || building_.count(name) != 0) return name;
+    building_.insert(name);
+    used_.insert(name);
+    const std::string w = ws();
+    const std::string sep = seq({w, "\",\"", w});
+    std::string body;
+    if (name == "ws") {
+      body = "( [ \\t] | \"\\n\" [ \\t]{0,32} )?";
+    } else if (name == "json-value") {
+      body = builtin("json-object") + " | " + builtin("json-array") + " | " + builtin("json-string") + " | " +
+             builtin("json-number") + " | \"true\" | \"false\" | \"null\"";
+    } else if (name == "json-object") {
+      const std::string member = seq({builtin("json-string"), w, "\":\"", w, builtin("json-value")});
+      body = seq({"\"{\"", w, "(", member, "(", sep, member, ")*", ")?", w, "\"}\""});
+    } else if (name == "json-array") {
+      const std::string v = builtin("json-value");
+      body = seq({"\"[\"", w, "(", v, "(", sep, v, ")*", ")?", w, "\"]\""});
+    } else if (name == "json-string") {
+      body = "\"\\\"\" " + builtin("json-char") + "* \"\\\"\"";
+    } else if (name == "json-char") {
+      body = "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )";
+    } else if (name == "json-number") {
+      body = "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?";
+    } else if (name == "json-integer") {
+      body = "\"-\"? ( \"0\" | [1-9] [0-9]* )";
+    } else {
+      body = "\"\\\"\" " + format_body(name.substr(4)) + " \"\\\"\"";
+    }
+    building_.erase(name);
+    define(name, body);
+    return name;
+  }
+
+  // The formats' grammars (the inside of the string); see the table in json_schema.h for how strict each is.
+  std::string format_body(const std::string& format) {
+    if (format == "date") {
+      return "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )";
+    }
+    if (format == "time") {
+      return "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "
+             "( [zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )";
+    }
+    if (format == "date-time") return format_body("date") + " [tT] " + format_body("time");
+    if (format == "uuid") {
+      return "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
+    }
+    if (format == "email") {
+      const std::string atom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]";
+      const std::string label = "[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,61} [a-zA-Z0-9] )?";
+      return atom + "{1,64} ( \".\" " + atom + "{1,64} ){0,31} \"@\" " + label + " ( \".\" " + label + " ){1,8}";
+    }
+    const std::string octet = "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9] )";
+    const std::string ipv4 = octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet;
+    if (format == "ipv4") return ipv4;
+    // RFC 4291 section 2.2 (as RFC 3986's IPv6address spells it): at most 8 groups, one "::" standing for one or
+    // more zero groups, the last 32 bits optionally as dotted IPv4.
+    const std::string h = "[0-9a-fA-F]{1,4}";
+    const std::string ls32 = "( " + h + " \":\" " + h + " | " + ipv4 + " )";
+    auto groups = [&](int n) { return n == 0 ? std::string() : "( " + h + " \":\" ){" + std::to_string(n) + "}"; };
+    auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
+      return n < 0 ? std::string() : "( " + (n ? "( " + h + " \":\" ){0," + std::to_string(n) + "} " : "") + h + " )?";
+    };
+    std::vector<std::string> forms = {groups(6) + " " + ls32, "\"::\" " + groups(5) + " " + ls32};
+    for (int k = 0; k <= 4; ++k) forms.push_back(seq({before(k), "\"::\"", groups(4 - k), ls32}));
+    forms.push_back(seq({before(5), "\"::\"", h}));
+    forms.push_back(seq({before(6), "\"::\""}));
+    return gbnf_alternation(forms);
+  }
+
+  void check_keywords(const Json& s, const std::string& ptr) {
+    for (const auto& kv : s.items()) {
+      const std::string& k = kv.key();
+      if (kAnnotations.count(k) != 0) continue;
+      if (kSupported.count(k) == 0) fail("unsupported JSON Schema keyword \"" + k + "\"", ptr);
+      const Json& v = kv.value();
+      const std::string at = pointer_child(ptr, k);
+      if (k == "uniqueItems" && v != false) fail("unsupported JSON Schema keyword \"uniqueItems\" (true)", ptr);
+      if (k == "format" && (!v.is_string() || kFormats.count(v.get<std::string>()) == 0)) {
+        fail("unsupported JSON Schema format " + v.dump(), at);
+      }
+      if ((k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems") &&
+          !(v.is_number_unsigned() || (v.is_number() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>())))) {
+        fail("\"" + k + "\" must be a non-negative integer", at);
+      }
+      if ((k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") &&
+          !v.is_number() && !v.is_boolean()) {
+        fail("\"" + k + "\" must be a number", at);
+      }
+      if ((k == "allOf" || k == "anyOf" || k == "oneOf" || k == "prefixItems") && (!v.is_array() || v.empty())) {
+        fail("\"" + k + "\" must be a non-empty array", at);
+      }
+      if (k == "required" && (!v.is_array() || !std::all_of(v.begin(), v.end(), [](const Json& x) { return x.is_string(); }))) {
+        fail("\"required\" must be an array of strings", at);
+      }
+      if (k == "properties" && !v.is_object()) fail("\"properties\" must be an object", at);
+      if (k == "enum" && !v.is_array()) fail("\"enum\" must be an array", at);
+      if (k == "pattern" && !v.is_string()) fail("\"pattern\" must be a string", at);
+      if (k == "$ref" && !v.is_string()) fail("\"$ref\" must be a string", at);
+    }
+  }
+
+  // The schema a "#..." reference names, with the pointer to it (for rule names and errors).
+  const Json& resolve(const std::string& ref, const std::string& ptr, std::string* target_ptr) {
+    if (ref.empty() || ref[0] != '#') fail("unsupported $ref \"" + ref + "\" (only \"#\" and \"#/pointer\")", ptr);
+    std::string decoded;  // percent-decoding: the reference is a URI fragment
+    for (size_t i = 1; i < ref.size(); ++i) {
+      if (ref[i] == '%' && i + 2 < ref.size() + 0 && std::isxdigit(static_cast<unsigned char>(ref[i + 1])) &&
+          std::isxdigit(static_cast<unsigned char>(ref[i + 2]))) {
+        decoded += static_cast<char>(std::stoi(ref.substr(i + 1, 2), nullptr, 16));
+        i += 2;
+      } else {
+        decoded += ref[i];
+      }
+    }
+    if (!decoded.empty() && decoded[0] != '/') fail("unsupported $ref \"" + ref + "\" (anchors)", ptr);
+    const Json* at = &root_;
+    std::string walked;
+    size_t i = 0;
+    while (i < decoded.size()) {
+      const size_t next = decoded.find('/', i + 1);
+      std::string token = decoded.substr(i + 1, next == std::string::npos ? std::string::npos : next - i - 1);
+      std::string key;
+      for (size_t k = 0; k < token.size(); ++k) {
+        if (token[k] == '~' && k + 1 < token.size() && (token[k + 1] == '0' || token[k + 1] == '1')) {
+          key += token[++k] == '0' ? '~' : '/';
+        } else {
+          key += token[k];
+        }
+      }
+      if (at->is_object() && at->contains(key)) {
+        at = &(*at)[key];
+      } else if (at->is_array() && !key.empty() && key.find_first_not_of("0123456789") == std::string::npos &&
+                 std::stoul(key) < at->size()) {
+        at = &(*at)[std::stoul(key)];
+      } else {
+        fail("$ref \"" + ref + "\" names nothing in the schema", ptr);
+      }
+      walked = pointer_child(walked, key);
+      i = next == std::string::npos ? decoded.size() : next;
+    }
+    *target_ptr = walked;
+    return *at;
+  }
+
+  // A schema with its top-level $ref replaced by the (normalized) target merged with the siblings.
+  Json inline_ref(const Json& s, const std::string& ptr, int depth) {
+    if (!s.is_object() || !s.contains("$ref")) return normalize(s);
+    if (depth > options_.max_depth) fail("$ref nesting deeper than " + std::to_string(options_.max_depth), ptr);
+    std::string target_ptr;
+    const Json& target = resolve(s["$ref"].get<std::string>(), ptr, &target_ptr);
+    Json rest = s;
+    rest.erase("$ref");
+    return merge(rest, inline_ref(target, target_ptr, depth + 1), ptr, depth + 1);
+  }
+
+  Json merge(const Json& a_in, const Json& b_in, const std::string& ptr, int depth) {
+    if (a_in.is_boolean() || b_in.is_boolean()) return both(a_in, b_in);
+    if (only_annotations(a_in)) return normalize(b_in);
+    if (only_annotations(b_in)) return normalize(a_in);
+    check_keywords(a_in, ptr);
+    check_keywords(b_in, ptr);
+    const Json a = inline_ref(a_in, ptr, depth), b = inline_ref(b_in, ptr, depth);
+    if (a.is_boolean() || b.is_boolean()) return both(a, b);
+    Json out = a;
+    // properties and additionalProperties together: a key must pass each side's property schema, or that side's
+    // additionalProperties where the side does not declare it.
+    if (a.contains("properties") || b.contains("properties") ||
+        (a.contains("additionalProperties") && b.contains("additionalProperties"))) {
+      const Json empty = Json::object();
+      const Json& pa = a.contains("properties") ? a["properties"] : empty;
+      const Json& pb = b.contains("properties") ? b["properties"] : empty;
+      const Json aa = a.value("additionalProperties", Json(true)), ab = b.value("additionalProperties", Json(true));
+      Json props = Json::object();
+      for (const auto& kv : pa.items()) props[kv.key()] = both(kv.value(), pb.contains(kv.key()) ? pb[kv.key()] : ab);
+      for (const auto& kv : pb.items()) {
+        if (!props.contains(kv.key())) props[kv.key()] = both(aa, kv.value());
+      }
+      out["properties"] = props;
+      const Json add = both(aa, ab);
+      if (add == true) out.erase("additionalProperties");
+      else out["additionalProperties"] = add;
+    } else if (b.contains("additionalProperties")) {
+      out["additionalProperties"] = b["additionalProperties"];
+    }
+    for (const auto& kv : b.items()) {
+      const std::string& k = kv.key();
+      const Json& v = kv.value();
+      if (k == "properties" || k == "additionalProperties" || kAnnotations.count(k) != 0) continue;
+      if (!out.contains(k)) {
+        out[k] = v;
+        continue;
+      }
+      const Json& o = out[k];
+      if (o == v) continue;
+      if (k == "type") {
+        const unsigned bits = schema_types(a, ptr) & schema_types(b, ptr);
+        Json list = Json::array();
+        for (const char* name : {"null", "boolean", "object", "array", "string", "integer"}) {
+          if (bits & type_bit(name, ptr) & ~kNumber) list.push_back(name);
+        }
+        if (bits & kNumber) list.back() = "number";
+        if (bits == 0) fail("allOf: the types do not intersect", ptr);
+        out[k] = list;
+      } else if (k == "required") {
+        for (const Json& name : v) {
+          if (std::find(out[k].begin(), out[k].end(), name) == out[k].end()) out[k].push_back(name);
+        }
+      } else if (k == "allOf") {
+        for (const Json& x : v) out[k].push_back(x);
+      } else if (k == "enum" || k == "const") {
+        Json values = Json::array();
+        const Json ov = k == "enum" ? o : Json::array({o});
+        for (const Json& x : ov) {
+          if (k == "enum" ? std::find(v.begin(), v.end(), x) != v.end() : x == v) values.push_back(x);
+        }
+        out.erase(k);
+        out["enum"] = values;
+      } else if (k == "minimum" || k == "exclusiveMinimum" || k == "minLength" || k == "minItems") {
+        out[k] = std::max(o.get<double>(), v.get<double>());
+      } else if (k == "maximum" || k == "exclusiveMaximum" || k == "maxLength" || k == "maxItems") {
+        out[k] = std::min(o.get<double>(), v.get<double>());
+      } else if (k == "items") {
+        out[k] = both(o, v);
+      } else {
+        fail("allOf: cannot merge two different \"" + k + "\"", ptr);
+      }
+    }
+    if (a.contains("enum") && b.contains("const")) {  // const met enum above only when both had the same key
+      Json values = Json::array();
+      for (const Json& x : out["enum"]) if (x == b["const"]) values.push_back(x);
+      out["enum"] = values;
+      out.erase("const");
+    }
+    return out;
+  }
+
+  std::string visit(const Json& s_in, const std::string& ptr, int depth) {
+    if (depth > options_.max_depth) fail("schema nesting deeper than " + std::to_string(options_.max_depth), ptr);
+    if (s_in.is_boolean()) {
+      if (s_in.get<bool>()) return builtin("json-value");
+      fail("schema false matches nothing", ptr);
+    }
+    if (!s_in.is_object()) fail("a schema must be an object or a boolean", ptr);
+    check_keywords(s_in, ptr);
+    const Json s = normalize(s_in);
+    std::string out;
+    if (s.contains("$ref")) {
+      Json rest = s;
+      rest.erase("$ref");
+      out = only_annotations(rest) ? ref_rule(s["$ref"].get<std::string>(), ptr, depth)
+                                   : visit(inline_ref(s, ptr, depth), ptr, depth + 1);
+    } else if (s.contains("allOf")) {
+      Json merged = s;
+      merged.erase("allOf");
+      for (size_t i = 0; i < s["allOf"].size(); ++i) {
+        merged = merge(merged, s["allOf"][i], pointer_child(pointer_child(ptr, "allOf"), i), depth + 1);
+      }
+      out = visit(merged, ptr, depth + 1);
+    } else if (s.contains("anyOf") || s.contains("oneOf")) {
+      if (s.contains("anyOf") && s.contains("oneOf")) fail("anyOf beside oneOf is not supported", ptr);
+      const std::string k = s.contains("anyOf") ? "anyOf" : "oneOf";
+      Json rest = s;
+      rest.erase(k);
+      std::vector<Json> branches;
+      std::vector<std::string> alternatives;
+      for (size_t i = 0; i < s[k].size(); ++i) {
+        const std::string at = pointer_child(pointer_child(ptr, k), i);
+        if (s[k][i] == false) continue;
+        branches.push_back(merge(rest, s[k][i], at, depth + 1));
+        if (branches.back() == false) continue;
+        alternatives.push_back(visit(branches.back(), at, depth + 1));
+      }
+      if (alternatives.empty()) fail(k + ": every branch is false", ptr);
+      if (k == "oneOf" && !disjoint(branches, ptr, depth)) {
+        fail("oneOf whose branches may overlap is not supported (exclusivity cannot be enforced; use anyOf)", ptr);
+      }
+      out = gbnf_alternation(alternatives);
+    } else if (s.contains("enum") || s.contains("const")) {
+      out = enum_values(s, ptr);
+    } else {
+      out = typed(s, ptr, depth);
+    }
+    charge(out.size());
+    return out;
+  }
+
+  std::string ref_rule(const std::string& ref, const std::string& ptr, int depth) {
+    std::string target_ptr;
+    const Json& target = resolve(ref, ptr, &target_ptr);
+    const auto known = ref_rules_.find(target_ptr);
+    if (known != ref_rules_.end()) return known->second;
+    const std::string name = unique_name(target_ptr.empty() ? "ref-root" : "ref" + target_ptr);
+    ref_rules_[target_ptr] = name;
+    std::string body = visit(target, target_ptr, depth + 1);
+    if (body == name) fail("circular $ref \"" + ref + "\"", ptr);
+    define(name, std::move(body));
+    return name;
+  }
+
+  // Branches that no instance can match twice: pairwise disjoint types, pairwise disjoint enum/const values, or
+  // objects with a required property whose enum/const values are pairwise disjoint (a discriminator).
+  bool disjoint(const std::vector<Json>& branches_in, const std::string& ptr, int depth) {
+    std::vector<Json> branches;
+    for (const Json& b : branches_in) {
+      if (b != false) branches.push_back(inline_ref(b, ptr, depth + 1));
+    }
+    auto types = [&](const Json& b) -> unsigned {
+      if (b.is_boolean()) return kAllTypes;
+      if (b.contains("enum") || b.contains("const")) {
+        unsigned bits = 0;
+        for (const Json& v : b.contains("enum") ? b["enum"] : Json::array({b["const"]})) bits |= value_type(v);
+        return bits & schema_types(b, ptr);
+      }
+      return schema_types(b, ptr);
+    };
+    auto values = [](const Json& b) -> std::optional<Json> {
+      if (!b.is_object()) return std::nullopt;
+      if (b.contains("const")) return Json::array({b["const"]});
+      if (b.contains("enum")) return b["enum"];
+      return std::nullopt;
+    };
+    auto overlap = [](const Json& x, const Json& y) {
+      return std::any_of(x.begin(), x.end(), [&](const Json& v) { return std::find(y.begin(), y.end(), v) != y.end(); });
+    };
+    bool by_type = true, by_value = true;
+    for (size_t i = 0; i < branches.size(); ++i) {
+      for (size_t j = i + 1; j < branches.size(); ++j) {
+        unsigned ti = types(branches[i]), tj = types(branches[j]);
+        if (ti & kNumber) ti |= kInteger;
+        if (tj & kNumber) tj |= kInteger;
+        if (ti & tj) by_type = false;
+        const auto vi = values(branches[i]), vj = values(branches[j]);
+        if (!vi || !vj || overlap(*vi, *vj)) by_value = false;
+      }
+    }
+    if (by_type || by_value) return true;
+    if (branches.empty() || !branches[0].is_object() || !branches[0].contains("properties")) return false;
+    for (const auto& kv : branches[0]["properties"].items()) {  // a discriminator property
+      bool ok = true;
+      std::vector<Json> sets;
+      for (const Json& b : branches) {
+        const bool required = b.is_object() && b.contains("required") &&
+                              std::find(b["required"].begin(), b["required"].end(), kv.key()) != b["required"].end();
+        if (!required || types(b) != kObject || !b.contains("properties") || !b["properties"].contains(kv.key())) {
+          ok = false;
+          break;
+        }
+        const auto v = values(inline_ref(b["properties"][kv.key()], ptr, depth + 1));
+        if (!v) {
+          ok = false;
+          break;
+        }
+        for (const Json& seen : sets) ok = ok && !overlap(seen, *v);
+        sets.push_back(*v);
+      }
+      if (ok) return true;
+    }
+    return false;
+  }
+
+  std::string enum_values(const Json& s, const std::string& ptr) {
+    const Json values = s.contains("const") ? Json::array({s["const"]}) : s["enum"];
+    const unsigned types = schema_types(s, ptr);
+    static const std::set<std::string, std::less<>> kFilters = {
+        "type", "enum", "const", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
+        "exclusiveMaximum", "minItems", "maxItems", "required", "uniqueItems"};
+    for (const auto& kv : s.items()) {
+      if (kAnnotations.count(kv.key()) == 0 && kFilters.count(kv.key()) == 0) {
+        fail("enum/const beside \"" + kv.key() + "\" is not supported", ptr);
+      }
+    }
+    if (s.contains("enum") && s.contains("const") && std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) {
+      fail("const is not among enum's values: the schema matches nothing", ptr);
+    }
+    std::vector<std::string> literals;
+    for (const Json& v : values) {
+      const unsigned t = value_type(v);
+      if ((t & types) == 0 && !(t == kInteger && (types & kNumber))) continue;
+      if (!passes_filters(v, s)) continue;
+      literals.push_back(gbnf_literal(compact_json(v)));
+    }
+    if (literals.empty()) fail("no enum/const value passes the schema's other keywords: it matches nothing", ptr);
+    return gbnf_alternation(literals);
+  }
+
+  static bool passes_filters(const Json& v, const Json& s) {
+    auto num = [&](const char* k) { return s.contains(k) ? std::optional<double>(s[k].get<double>()) : std::nullopt; };
+    if (v.is_string()) {
+      const size_t n = decode_utf8(v.get<std::string>(), "enum").size();
+      if (num("minLength") && n < *num("minLength")) return false;
+      if (num("maxLength") && n > *num("maxLength")) return false;
+    } else if (v.is_number()) {
+      const double x = v.get<double>();
+      if ((num("minimum") && x < *num("minimum")) || (num("maximum") && x > *num("maximum")) ||
+          (num("exclusiveMinimum") && x <= *num("exclusiveMinimum")) ||
+          (num("exclusiveMaximum") && x >= *num("exclusiveMaximum"))) {
+        return false;
+      }
+    } else if (v.is_array()) {
+      if ((num("minItems") && v.size() < *num("minItems")) || (num("maxItems") && v.size() > *num("maxItems"))) return false;
+    } else if (v.is_object() && s.contains("required")) {
+      for (const Json& name : s["required"]) {
+        if (!v.contains(name.get<std::string>())) return false;
+      }
+    }
+    return true;
+  }
+
+  std::string typed(const Json& s, const std::string& ptr, int depth) {
+    unsigned types = schema_types(s, ptr);
+    std::vector<std::string> alternatives;
+    if (types & kNull) alternatives.push_back("\"null\"");
+    if (types & kBool) alternatives.push_back("(\"true\" | \"false\")");
+    if (types & kObject) alternatives.push_back(object(s, ptr, depth));
+    if (types & kArray) alternatives.push_back(array(s, ptr, depth));
+    if (types & kString) alternatives.push_back(string(s, ptr));
+    if (types & (kInteger | kNumber)) alternatives.push_back(number(s, ptr, (types & kNumber) == 0));
+    return gbnf_alternation(alternatives);
+  }
+
+  size_t count(const Json& s, const char* key, size_t fallback, const std::string& ptr) {
+    if (!s.contains(key)) return fallback;
+    const double v = s[key].get<double>();
+    if (v > options_.max_repetition) {
+      fail("\"" + std::string(key) + "\" above the limit of " + std::to_string(options_.max_repetition), ptr);
+    }
+    return static_cast<size_t>(v);
+  }
+
+  // x{lo,hi} with hi == kUnbounded for no upper bound; "" when hi == 0. `x` must be a primary.
+  static constexpr size_t kUnbounded = static_cast<size_t>(-1);
+  static std::string repeat(const std::string& x, size_t lo, size_t hi) {
+    if (hi == 0 || x.empty()) return "";
+    if (hi == kUnbounded) return x + (lo == 0 ? "*" : lo == 1 ? "+" : "{" + std::to_string(lo) + ",}");
+    if (lo == hi) return lo == 1 ? x : x + "{" + std::to_string(lo) + "}";
+    if (lo == 0 && hi == 1) return x + "?";
+    return x + "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+  }
+
+  std::string string(const Json& s, const std::string& ptr) {
+    const bool lengths = s.contains("minLength") || s.contains("maxLength");
+    if (s.contains("format")) {
+      if (lengths || s.contains("pattern")) fail("format beside minLength/maxLength/pattern is not supported", ptr);
+      return builtin("fmt-" + s["format"].get<std::string>());
+    }
+    if (s.contains("pattern")) {
+      if (lengths) fail("pattern beside minLength/maxLength is not supported", ptr);
+      RegexOptions ro;
+      ro.search = true;
+      ro.json_string = true;
+      ro.max_repetition = options_.max_repetition;
+      ro.root = unique_name("pattern" + ptr);
+      ro.rule_prefix = ro.root;
+      std::string rules;
+      try {
+        rules = regex_to_gbnf(s["pattern"].get<std::string>(), ro);
+      } catch (const GrammarError& e) {
+        fail(std::string(e.what()) + " in \"pattern\"", ptr);
+      }
+      // regex_to_gbnf's text is `name ::= body` lines: keep them as rules of this grammar.
+      size_t start = 0;
+      while (start < rules.size()) {
+        const size_t end = rules.find('\n', start);
+        const std::string line = rules.substr(start, end - start);
+        const size_t eq = line.find(" ::= ");
+        used_.insert(line.substr(0, eq));
+        define(line.substr(0, eq), line.substr(eq + 5));
+        start = end + 1;
+      }
+      return seq({"\"\\\"\"", ro.root, "\"\\\"\""});
+    }
+    if (!lengths) return builtin("json-string");
+    const size_t lo = count(s, "minLength", 0, ptr), hi = count(s, "maxLength", kUnbounded, ptr);
+    if (lo > hi) fail("minLength above maxLength: no string matches", ptr);
+    return seq({"\"\\\"\"", repeat(builtin("json-char"), lo, hi), "\"\\\"\""});
+  }
+
+  std::string number(const Json& s, const std::string& ptr, bool integer) {
+    NumberBounds bounds;
+    auto bound = [&](const char* key) -> std::optional<double> {
+      if (!s.contains(key)) return std::nullopt;
+      return s[key].get<double>();
+    };
+    bounds.minimum = bound("minimum");
+    bounds.maximum = bound("maximum");
+    bounds.exclusive_minimum = bound("exclusiveMinimum");
+    bounds.exclusive_maximum = bound("exclusiveMaximum");
+    if (!bounds.minimum && !bounds.maximum && !bounds.exclusive_minimum && !bounds.exclusive_maximum) {
+      return builtin(integer ? "json-integer" : "json-number");
+    }
+    try {
+      return "(" + (integer ? integer_range_gbnf(bounds) : number_range_gbnf(bounds)) + ")";
+    } catch (const GrammarError& e) {
+      fail(e.what(), ptr);
+    }
+  }
+
+  std::string object(const Json& s, const std::string& ptr, int depth) {
+    struct Member {
+      std::string name;   // as JSON text, with its quotes
+      std::string value;  // "" for a property that may not appear (schema false)
+      bool required;
+    };
+    const Json empty = Json::object();
+    const Json& props = s.contains("properties") ? s["properties"] : empty;
+    const Json additional = s.value("additionalProperties", Json(true));
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      for (const Json& r : s["required"]) required.insert(r.get<std::string>());
+    }
+    std::vector<Member> members;
+    std::vector<std::string> declared;
+    for (const auto& kv : props.items()) {
+      const std::string at = pointer_child(pointer_child(ptr, "properties"), kv.key());
+      const bool req = required.count(kv.key()) != 0;
+      declared.push_back(kv.key());
+      if (kv.value() == false) {
+        if (req) fail("required property \"" + kv.key() + "\" has schema false: no object matches", at);
+        continue;
+      }
+      members.push_back({Json(kv.key()).dump(-1, ' ', false), visit(kv.value(), at, depth + 1), req});
+    }
+    if (s.contains("required")) {
+      for (const Json& r : s["required"]) {
+        const std::string name = r.get<std::string>();
+        if (props.contains(name)) continue;
+        if (additional == false) fail("required property \"" + name + "\" is not allowed by additionalProperties false", ptr);
+        declared.push_back(name);
+        members.push_back({Json(name).dump(-1, ' ', false), visit(additional, pointer_child(ptr, "additionalProperties"), depth + 1), true});
+      }
+    }
+    const std::string w = ws();
+    const std::string sep = seq({w, "\",\"", w});
+    const std::string hint = "obj" + ptr;
+    std::string extra;  // one additional member: a key that is no declared name, and its value
+    if (additional != false) {
+      const std::string key = declared.empty() ? builtin("json-string") : other_key(declared, hint);
+      extra = seq({key, w, "\":\"", w, visit(additional, pointer_child(ptr, "additionalProperties"), depth + 1)});
+    }
+    // tail: what may follow a member already written (each next member after a comma); head: the members when
+    // none is written yet. Built from the end, one rule each, so the text grows linearly with the properties.
+    std::string tail = extra.empty() ? "" : "(" + seq({sep, extra}) + ")*";
+    std::string head = extra.empty() ? "" : gbnf_alternation({seq({extra, tail}), ""});
+    auto as_rule = [&](const std::string& body) { return body.empty() ? body : rule(hint, body); };
+    tail = as_rule(tail);
+    head = as_rule(head);
+    for (size_t i = members.size(); i-- > 0;) {
+      const Member& m = members[i];
+      const std::string kv = seq({gbnf_literal(m.name), w, "\":\"", w, m.value});
+      const std::string with_tail = seq({kv, tail});
+      const std::string next_tail = "(" + seq({sep, with_tail}) + ")";
+      std::string new_head = m.required ? with_tail : gbnf_alternation({with_tail, head});
+      std::string new_tail = m.required ? next_tail : gbnf_alternation({next_tail, tail});
+      if (i > 0) tail = as_rule(new_tail);
+      head = i > 0 ? as_rule(new_head) : new_head;
+    }
+    return "(" + seq({"\"{\"", w, head, w, "\"}\""}) + ")";
+  }
+
+  // A JSON string (with its quotes) that is none of `names`: a trie of the names' JSON spellings, each node a rule
+  // offering its children, any other character (then anything), or the closing quote where no name ends.
+  std::string other_key(const std::vector<std::string>& names, const std::string& hint) {
+    struct Node {
+      std::map<std::string, size_t> children;  // unit (a character or an escape, as JSON text) -> node
+      bool terminal = false;
+    };
+    std::vector<Node> nodes(1);
+    for (const std::string& name : names) {
+      const std::string text = Json(name).dump(-1, ' ', false);
+      const std::string inner = text.substr(1, text.size() - 2);
+      size_t at = 0;
+      for (size_t i = 0; i < inner.size();) {
+        size_t len = inner[i] == '\\' ? (inner[i + 1] == 'u' ? 6 : 2) : 1;
+        if (inner[i] != '\\') {
+          const auto b = static_cast<unsigned char>(inner[i]);
+          len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 4;
+        }
+        const std::string unit = inner.substr(i, len);
+        i += len;
+        auto it = nodes[at].children.find(unit);
+        if (it == nodes[at].children.end()) {
+          nodes.push_back({});
+          it = nodes[at].children.emplace(unit, nodes.size() - 1).first;
+        }
+        at = it->second;
+      }
+      nodes[at].terminal = true;
+    }
+    const std::string base = unique_name(hint + "-key");
+    const std::string rest = seq({builtin("json-char") + "*", "\"\\\"\""});
+    for (size_t n = nodes.size(); n-- > 0;) {
+      std::vector<std::string> alternatives;
+      if (!nodes[n].terminal) alternatives.push_back("\"\\\"\"");
+      std::vector<CodePointRange> raw = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
+      bool escape_child = false;
+      for (const auto& [unit, child] : nodes[n].children) {
+        alternatives.push_back(seq({gbnf_literal(unit), base + "-" + std::to_string(child)}));
+        if (unit[0] == '\\') {
+          escape_child = true;
+          continue;
+        }
+        const uint32_t cp = decode_utf8(unit, "property name")[0];
+        std::vector<CodePointRange> cut;
+        for (const CodePointRange& r : raw) {
+          if (cp < r.first || cp > r.last) {
+            cut.push_back(r);
+            continue;
+          }
+          if (cp > r.first) cut.push_back({r.first, cp - 1});
+          if (cp < r.last) cut.push_back({cp + 1, r.last});
+        }
+        raw = cut;
+      }
+      alternatives.push_back(seq({gbnf_class(raw), rest}));
+      // NOTE: after a name's escaped character, other escapes are not offered (stricter, never looser).
+      if (!escape_child) alternatives.push_back(seq({"\"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )", rest}));
+      std::string body;
+      for (size_t i = 0; i < alternatives.size(); ++i) body += (i ? " | " : "") + alternatives[i];
+      used_.insert(base + "-" + std::to_string(n));
+      define(base + "-" + std::to_string(n), body);
+    }
+    return seq({"\"\\\"\"", base + "-0"});
+  }
+
+  std::string array(const Json& s, const std::string& ptr, int depth) {
+    const Json prefix = s.value("prefixItems", Json::array());
+    const Json items = s.value("items", Json(true));
+    const size_t min = count(s, "minItems", 0, ptr);
+    size_t max = count(s, "maxItems", kUnbounded, ptr);
+    if (min > max) fail("minItems above maxItems: no array matches", ptr);
+    std::vector<std::string> elements;  // the prefix positions that can be reached
+    for (size_t i = 0; i < prefix.size() && i < max; ++i) {
+      if (prefix[i] == false) {
+        max = i;
+        break;
+      }
+      elements.push_back(visit(prefix[i], pointer_child(pointer_child(ptr, "prefixItems"), i), depth + 1));
+    }
+    const size_t k = elements.size();
+    if (items == false) max = std::min(max, k);
+    if (min > max) fail("minItems needs more items than items/prefixItems allow: no array matches", ptr);
+    const std::string w = ws();
+    const std::string sep = seq({w, "\",\"", w});
+    std::string item;
+    if (max > k) item = "(" + visit(items, pointer_child(ptr, "items"), depth + 1) + ")";
+    const size_t tail_lo = min > k ? min - k : 0, tail_hi = max == kUnbounded ? kUnbounded : max - k;
+    std::string body;
+    if (k == 0) {
+      if (tail_hi > 0) {
+        const std::string first = seq({item, repeat("(" + seq({sep, item}) + ")", tail_lo > 0 ? tail_lo - 1 : 0,
+                                                    tail_hi == kUnbounded ? kUnbounded : tail_hi - 1)});
+        body = tail_lo == 0 ? "(" + first + ")?" : first;
+      }
+    } else {
+      body = seq({elements[k - 1], repeat("(" + seq({sep, item}) + ")", tail_lo, tail_hi)});
+      for (size_t i = k - 1; i-- > 0;) {
+        const std::string next = "(" + seq({sep, body}) + ")";
+        body = seq({elements[i], i + 1 < min ? next : next + "?"});
+      }
+      if (min == 0) body = "(" + body + ")?";
+    }
+    return "(" + seq({"\"[\"", w, body, w, "\"]\""}) + ")";
+  }
+
+  const Json& root_;
+  const JsonSchemaOptions& options_;
+  std::map<std::string, std::string> rules_;     // name -> body
+  std::vector<std::string> order_;               // rule names in definition order
+  std::set<std::string> used_;                   // every name given out
+  std::set<std::string> building_;               // builtins being defined (they refer to each other)
+  std::map<std::string, std::string> ref_rules_; // target pointer -> rule name
+  size_t produced_ = 0;
+};
+
+}  // namespace
+
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+  return Converter(schema, options).run(&schema, "");
+}
+
+std::string json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaOptions& options) {
+  nlohmann::ordered_json schema;
+  try {
+    schema = nlohmann::ordered_json::parse(schema_json);
+  } catch (const nlohmann::json::exception& e) {
+    throw GrammarError(std::string("JSON Schema: not valid JSON: ") + e.what());
+  }
+  return json_schema_to_gbnf(schema, options);
+}
+
+std::string json_object_gbnf(const JsonSchemaOptions& options) {
+  const nlohmann::ordered_json none;
+  return Converter(none, options).run(nullptr, "json-object");
+}
+
+std::string any_json_gbnf(const JsonSchemaOptions& options) {
+  const nlohmann::ordered_json none;
+  return Converter(none, options).run(nullptr, "json-value");
+}
+
+}  // namespace inflight::engine::grammar

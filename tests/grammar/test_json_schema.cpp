@@ -1,0 +1,397 @@
+// engine/grammar/json_schema.cpp: JSON Schema to GBNF, every supported keyword checked by running instances
+// through parse_gbnf + Matcher (the real matcher decides), the errors with their JSON pointers, the limits.
+// The official JSON Schema Test Suite runs separately (tests/grammar/json_schema_suite, ctest json_schema_suite).
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
+#include "engine/grammar/matcher.h"
+
+using namespace inflight::engine::grammar;
+
+namespace {
+
+std::shared_ptr<const TokenVocab> single_bytes() {
+  static const auto vocab = [] {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
+    return std::make_shared<const TokenVocab>(std::move(tokens), -1);
+  }();
+  return vocab;
+}
+
+// A schema's grammar, compiled; accepts() runs one instance text through a fresh matcher.
+struct Schema {
+  explicit Schema(const std::string& schema_json, JsonSchemaOptions options = {})
+      : gbnf(json_schema_to_gbnf(std::string_view(schema_json), options)), grammar(parse_gbnf(gbnf)) {}
+  bool accepts(std::string_view text) const {
+    Matcher m(grammar, single_bytes());
+    return m.accept_bytes(text) && m.can_end();
+  }
+  std::string gbnf;
+  std::shared_ptr<const Grammar> grammar;
+};
+
+std::string error_of(const std::string& schema_json, JsonSchemaOptions options = {}) {
+  try {
+    json_schema_to_gbnf(std::string_view(schema_json), options);
+  } catch (const GrammarError& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_SUITE("json schema") {
+  TEST_CASE("type: each type, a list of types, and no type (any JSON value)") {
+    const Schema str(R"({"type":"string"})");
+    CHECK(str.accepts(R"("")"));
+    CHECK(str.accepts(R"("a\"b\\ \u00e9 é \n")"));
+    CHECK(!str.accepts(R"("a
+b")"));
+    CHECK(!str.accepts("1"));
+    const Schema num(R"({"type":"number"})");
+    for (const char* ok : {"0", "-0", "1.5", "-12e-3", "1E+9", "10"}) CHECK(num.accepts(ok));
+    for (const char* bad : {"01", "1.", ".5", "+1", "1e", "\"1\""}) CHECK(!num.accepts(bad));
+    const Schema integer(R"({"type":"integer"})");
+    CHECK(integer.accepts("-12"));
+    CHECK(!integer.accepts("1.5"));
+    CHECK(!integer.accepts("1e2"));
+    const Schema b(R"({"type":"boolean"})");
+    CHECK(b.accepts("true"));
+    CHECK(b.accepts("false"));
+    CHECK(!b.accepts("null"));
+    const Schema n(R"({"type":"null"})");
+    CHECK(n.accepts("null"));
+    const Schema list(R"({"type":["string","null"]})");
+    CHECK(list.accepts("null"));
+    CHECK(list.accepts(R"("x")"));
+    CHECK(!list.accepts("1"));
+    const Schema any(R"({})");
+    for (const char* ok : {"1", "\"s\"", "null", "true", "[]", "{}", R"({"a":[1,{"b":null}]})"}) CHECK(any.accepts(ok));
+    CHECK(!any.accepts("{ }"));  // compact form only
+    const Schema yes("true");
+    CHECK(yes.accepts(R"([1,"2"])"));
+  }
+
+  TEST_CASE("whitespace is compact unless any_whitespace, and bounded then") {
+    const std::string schema = R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"integer"}}}})";
+    const Schema compact(schema);
+    CHECK(compact.accepts(R"({"a":[1,2]})"));
+    CHECK(!compact.accepts(R"({"a": [1,2]})"));
+    JsonSchemaOptions options;
+    options.any_whitespace = true;
+    const Schema spaced(schema, options);
+    CHECK(spaced.accepts(R"({"a":[1,2]})"));
+    CHECK(spaced.accepts("{\n  \"a\": [ 1, 2 ]\n}"));
+    CHECK(spaced.accepts("{ \"a\" :\t[1 ,2] }"));
+    CHECK(!spaced.accepts("{  \"a\":[1,2]}"));                          // two spaces
+    CHECK(!spaced.accepts("{\n" + std::string(40, ' ') + "\"a\":[]}"));  // indentation past 32
+    const Schema any_spaced("{}", options);
+    CHECK(any_spaced.accepts("{ \"x\": [ 1, { \"y\": null } ] }"));
+  }
+
+  TEST_CASE("properties: schema order, every combination of optional ones, no stray commas") {
+    // a required, b and c optional; then all optional; then all required.
+    const struct {
+      const char* required;
+      std::vector<std::string> must;
+    } variants[] = {{R"(["a"])", {"a"}}, {"[]", {}}, {R"(["a","b","c"])", {"a", "b", "c"}}, {R"(["c"])", {"c"}}};
+    for (const auto& v : variants) {
+      for (const char* additional : {"false", "true"}) {
+        const Schema s(std::string(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"string"},)") +
+                       R"("c":{"type":"boolean"}},"required":)" + v.required + R"(,"additionalProperties":)" +
+                       additional + "}");
+        for (int mask = 0; mask < 8; ++mask) {
+          std::string text = "{";
+          std::vector<std::string> present;
+          const char* members[] = {R"("a":1)", R"("b":"x")", R"("c":true)"};
+          for (int i = 0; i < 3; ++i) {
+            if (!(mask & (1 << i))) continue;
+            if (text.size() > 1) text += ",";
+            text += members[i];
+            present.push_back(std::string(1, char('a' + i)));
+          }
+          text += "}";
+          bool want = true;
+          for (const std::string& m : v.must) want = want && std::count(present.begin(), present.end(), m) == 1;
+          CAPTURE(text);
+          CAPTURE(v.required);
+          CHECK(s.accepts(text) == want);
+        }
+        CHECK(!s.accepts(R"({,"a":1})"));
+        CHECK(!s.accepts(R"({"a":1,})"));
+        CHECK(!s.accepts(R"({"b":"x","a":1})"));  // schema order
+        const bool only_a = std::string(v.required) == R"(["a"])" || std::string(v.required) == "[]";
+        CHECK(s.accepts(R"({"a":1,"zz":0})") == (std::string(additional) == "true" && only_a));
+      }
+    }
+  }
+
+  TEST_CASE("additionalProperties: keys spelled like a declared property must match its schema") {
+    const Schema s(R"({"properties":{"ab":{"type":"integer"},"b\"q":{"type":"integer"}},"additionalProperties":{"type":"string"}})");
+    CHECK(s.accepts(R"({"ab":1,"a":"x","abc":"y","b":"z","":"e"})"));
+    CHECK(!s.accepts(R"({"ab":"x"})"));           // "ab" is declared: its value must be an integer
+    CHECK(!s.accepts(R"({"ab":1,"ab":"x"})"));    // and not again as an additional key
+    CHECK(!s.accepts(R"({"b\"q":"x"})"));
+    CHECK(s.accepts(R"({"b\"q":2,"b\"r":"x"})"));
+    CHECK(!s.accepts(R"({"zz":1})"));             // additional values are strings
+    CHECK(s.accepts(R"({"a\u0062":"x"})"));       // NOTE: escapes are not decoded (documented)
+    const Schema none(R"({"properties":{"a":{}},"additionalProperties":false})");
+    CHECK(!none.accepts(R"({"b":1})"));
+    CHECK(none.accepts(R"({})"));
+    const Schema only_additional(R"({"type":"object","additionalProperties":{"type":"integer"}})");
+    CHECK(only_additional.accepts(R"({"x":1,"y":2})"));
+    CHECK(!only_additional.accepts(R"({"x":"1"})"));
+    const Schema forbidden(R"({"properties":{"a":false}})");
+    CHECK(!forbidden.accepts(R"({"a":1})"));
+    CHECK(forbidden.accepts(R"({"b":1})"));
+  }
+
+  TEST_CASE("required names beyond properties take additionalProperties' schema") {
+    const Schema s(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["z"],"additionalProperties":{"type":"boolean"}})");
+    CHECK(s.accepts(R"({"z":true})"));
+    CHECK(s.accepts(R"({"a":1,"z":false,"q":true})"));
+    CHECK(!s.accepts(R"({"a":1})"));
+    CHECK(!s.accepts(R"({"z":1})"));
+    CHECK(error_of(R"({"required":["z"],"additionalProperties":false})") ==
+          "required property \"z\" is not allowed by additionalProperties false at /");
+  }
+
+  TEST_CASE("items, prefixItems, minItems, maxItems: every length") {
+    struct Case {
+      const char* schema;
+      std::vector<std::string> accepted, rejected;
+    };
+    const Case cases[] = {
+        {R"({"items":{"type":"integer"},"minItems":2,"maxItems":3})", {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]", "[1,\"a\"]"}},
+        {R"({"type":"array","items":{"type":"integer"}})", {"[]", "[1]", "[1,2,3,4,5]"}, {"[,]", "[1,]", "[\"a\"]"}},
+        {R"({"type":"array","minItems":1})", {"[1]", "[null,{}]"}, {"[]"}},
+        {R"({"type":"array","maxItems":0})", {"[]"}, {"[1]"}},
+        {R"({"prefixItems":[{"type":"integer"},{"type":"string"}]})", {"[]", "[1]", "[1,\"a\"]", "[1,\"a\",null,true]"}, {"[\"a\"]", "[1,2]"}},
+        {R"({"prefixItems":[{"type":"integer"},{"type":"string"}],"items":false})", {"[]", "[1]", "[1,\"a\"]"}, {"[1,\"a\",null]"}},
+        {R"({"prefixItems":[{"type":"integer"}],"items":{"type":"boolean"},"minItems":3})", {"[1,true,false]", "[1,true,false,true]"}, {"[1,true]", "[1,2,3]"}},
+        {R"({"prefixItems":[{"type":"integer"},{"type":"integer"},{"type":"integer"}],"maxItems":2,"minItems":1})", {"[1]", "[1,2]"}, {"[]", "[1,2,3]"}},
+        {R"({"items":[{"type":"integer"}],"additionalItems":{"type":"string"}})", {"[1,\"a\",\"b\"]", "[]"}, {"[1,2]"}},  // draft 4
+        {R"({"items":[{"type":"integer"}]})", {"[1,2,null]"}, {"[\"a\"]"}},
+        {R"({"type":"array","uniqueItems":false})", {"[1,1]"}, {}},
+    };
+    for (const Case& c : cases) {
+      CAPTURE(c.schema);
+      const Schema s(c.schema);
+      for (const std::string& t : c.accepted) {
+        CAPTURE(t);
+        CHECK(s.accepts(t));
+      }
+      for (const std::string& t : c.rejected) {
+        CAPTURE(t);
+        CHECK(!s.accepts(t));
+      }
+    }
+  }
+
+  TEST_CASE("enum and const: exact compact literals, filtered by type and bounds") {
+    const Schema e(R"({"enum":["a\"b",1,1.5,null,true,{"k":[1,2]},[],"é"]})");
+    for (const char* ok : {R"("a\"b")", "1", "1.5", "null", "true", R"({"k":[1,2]})", "[]", "\"é\""}) CHECK(e.accepts(ok));
+    for (const char* bad : {"1.0", "false", R"({"k": [1,2]})", "\"a\"", "[1]"}) CHECK(!e.accepts(bad));
+    const Schema c(R"({"const":{"a":null}})");
+    CHECK(c.accepts(R"({"a":null})"));
+    CHECK(!c.accepts(R"({})"));
+    const Schema filtered(R"({"type":"string","enum":["x",1,"yy"],"maxLength":1})");
+    CHECK(filtered.accepts(R"("x")"));
+    CHECK(!filtered.accepts("1"));
+    CHECK(!filtered.accepts(R"("yy")"));
+    const Schema integral(R"({"type":"integer","enum":[1.0,2.5]})");
+    CHECK(integral.accepts("1"));
+    CHECK(!integral.accepts("2.5"));
+    CHECK(error_of(R"({"enum":[1],"pattern":"a"})") == "enum/const beside \"pattern\" is not supported at /");
+    CHECK(error_of(R"({"type":"string","enum":[1]})") ==
+          "no enum/const value passes the schema's other keywords: it matches nothing at /");
+  }
+
+  TEST_CASE("anyOf, oneOf (disjoint branches only) and allOf") {
+    const Schema any(R"({"anyOf":[{"type":"integer","minimum":5},{"type":"string","maxLength":1}]})");
+    CHECK(any.accepts("5"));
+    CHECK(!any.accepts("4"));
+    CHECK(any.accepts(R"("a")"));
+    CHECK(!any.accepts(R"("ab")"));
+    const Schema siblings(R"({"type":"object","required":["a"],"anyOf":[{"properties":{"a":{"type":"integer"}}},{"properties":{"a":{"type":"string"}}}]})");
+    CHECK(siblings.accepts(R"({"a":1})"));
+    CHECK(siblings.accepts(R"({"a":"x"})"));
+    CHECK(!siblings.accepts(R"({})"));
+    const Schema one(R"({"oneOf":[{"type":"string"},{"type":"number"}]})");
+    CHECK(one.accepts("1"));
+    const Schema tagged(R"({"oneOf":[{"type":"object","properties":{"kind":{"const":"cat"},"lives":{"type":"integer"}},"required":["kind"]},{"type":"object","properties":{"kind":{"const":"dog"},"good":{"type":"boolean"}},"required":["kind"]}]})");
+    CHECK(tagged.accepts(R"({"kind":"cat","lives":9})"));
+    CHECK(tagged.accepts(R"({"kind":"dog","good":true})"));
+    CHECK(!tagged.accepts(R"({"kind":"cow"})"));
+    CHECK(error_of(R"({"oneOf":[{"type":"integer"},{"type":"number"}]})") ==
+          "oneOf whose branches may overlap is not supported (exclusivity cannot be enforced; use anyOf) at /");
+    const Schema all(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},{"properties":{"b":{"type":"string"}},"required":["b"]},{"properties":{"a":{"minimum":3}}}]})");
+    CHECK(all.accepts(R"({"a":3,"b":"x"})"));
+    CHECK(!all.accepts(R"({"a":2,"b":"x"})"));
+    CHECK(!all.accepts(R"({"a":3})"));
+    // additionalProperties false in one branch forbids the other branch's properties (the spec's semantics).
+    const Schema closed(R"({"allOf":[{"properties":{"a":{}},"additionalProperties":false},{"properties":{"b":{}}}]})");
+    CHECK(closed.accepts(R"({"a":1})"));
+    CHECK(!closed.accepts(R"({"a":1,"b":2})"));
+    const Schema types(R"({"allOf":[{"type":["integer","string"]},{"type":"number"}]})");
+    CHECK(types.accepts("1"));
+    CHECK(!types.accepts("1.5"));
+    CHECK(!types.accepts(R"("a")"));
+    CHECK(error_of(R"({"allOf":[{"pattern":"a"},{"pattern":"b"}]})") ==
+          "allOf: cannot merge two different \"pattern\" at /allOf/1");
+  }
+
+  TEST_CASE("$ref: $defs, definitions, the root, recursion, escaped pointers") {
+    const Schema tree(R"({"$defs":{"node":{"type":"object","properties":{"v":{"type":"integer"},"kids":{"type":"array","items":{"$ref":"#/$defs/node"}}},"required":["v"],"additionalProperties":false}},"$ref":"#/$defs/node"})");
+    CHECK(tree.accepts(R"({"v":1,"kids":[{"v":2},{"v":3,"kids":[{"v":4,"kids":[]}]}]})"));
+    CHECK(!tree.accepts(R"({"v":1,"kids":[{"w":2}]})"));
+    const Schema root(R"({"type":"object","properties":{"next":{"$ref":"#"},"x":{"type":"integer"}},"additionalProperties":false})");
+    CHECK(root.accepts(R"({"next":{"next":{"x":1}}})"));
+    CHECK(!root.accepts(R"({"next":{"y":1}})"));
+    const Schema defs(R"({"definitions":{"a/b":{"type":"integer"},"c~d":{"type":"string"},"e%f":{"type":"null"}},"items":[{"$ref":"#/definitions/a~1b"},{"$ref":"#/definitions/c~0d"},{"$ref":"#/definitions/e%25f"}]})");
+    CHECK(defs.accepts(R"([1,"x",null])"));
+    CHECK(!defs.accepts(R"(["x"])"));
+    const Schema sibling(R"({"$defs":{"i":{"type":"integer"}},"$ref":"#/$defs/i","minimum":3})");
+    CHECK(sibling.accepts("3"));
+    CHECK(!sibling.accepts("2"));
+    CHECK(error_of(R"({"$ref":"http://example.com/s.json"})") ==
+          "unsupported $ref \"http://example.com/s.json\" (only \"#\" and \"#/pointer\") at /");
+    CHECK(error_of(R"({"$ref":"#/$defs/missing"})") == "$ref \"#/$defs/missing\" names nothing in the schema at /");
+    CHECK(error_of(R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})").find("circular $ref") == 0);
+  }
+
+  TEST_CASE("strings: minLength/maxLength in code points, pattern as a search") {
+    const Schema len(R"({"type":"string","minLength":2,"maxLength":3})");
+    CHECK(!len.accepts(R"("a")"));
+    CHECK(len.accepts(R"("ab")"));
+    CHECK(len.accepts(R"("éé")"));
+    CHECK(len.accepts(R"("a\nb")"));
+    CHECK(!len.accepts(R"("abcd")"));
+    const Schema search(R"({"type":"string","pattern":"b+c"})");
+    CHECK(search.accepts(R"("abbcd")"));
+    CHECK(!search.accepts(R"("acd")"));
+    const Schema anchored(R"({"type":"string","pattern":"^[a-z]+-\\d{2}$"})");
+    CHECK(anchored.accepts(R"("ab-12")"));
+    CHECK(!anchored.accepts(R"("ab-123")"));
+    CHECK(!anchored.accepts(R"("Xab-12")"));
+    const Schema quote(R"({"pattern":"^\"$"})");  // no type: the pattern applies to strings only
+    CHECK(quote.accepts(R"("\"")"));
+    CHECK(quote.accepts("12"));
+    CHECK(error_of(R"({"pattern":"(a)\\1"})") ==
+          "regex: backreference \\1 is not supported at offset 3 in \"pattern\" at /");
+  }
+
+  TEST_CASE("formats: valid and invalid examples") {
+    const struct {
+      const char* format;
+      std::vector<const char*> valid, invalid;
+    } cases[] = {
+        {"date", {"2024-02-29", "1999-12-31"}, {"2024-13-01", "2024-00-10", "2024-1-01", "24-01-01", "2024-01-32"}},
+        {"time", {"23:59:60Z", "00:00:00+05:30", "12:34:56.789z"}, {"24:00:00Z", "12:60:00Z", "12:00:00", "1:00:00Z"}},
+        {"date-time", {"2024-01-01T12:00:00Z", "2024-01-01t12:00:00.5-08:00"}, {"2024-01-01 12:00:00Z", "2024-01-01T12:00Z"}},
+        {"uuid", {"123e4567-e89b-12d3-a456-426614174000"}, {"123e4567e89b12d3a456426614174000", "123e4567-e89b-12d3-a456-42661417400g"}},
+        {"email", {"joe@example.com", "a.b+c@d-e.f.org"}, {"joe", "@example.com", "joe@example", "a..b@c.d", "joe@-x.com"}},
+        {"ipv4", {"192.168.0.1", "0.0.0.0", "255.255.255.255"}, {"256.1.1.1", "01.2.3.4", "1.2.3", "1.2.3.4.5"}},
+        {"ipv6", {"::", "::1", "1::", "2001:db8::ff00:42:8329", "1:2:3:4:5:6:7:8", "::ffff:192.0.2.1", "fe80::1:2"},
+         {"1:2:3:4:5:6:7:8:9", "1::2::3", "12345::", ":1", "1:2:3:4:5:6:7"}},
+    };
+    for (const auto& c : cases) {
+      const Schema s(std::string(R"({"type":"string","format":")") + c.format + "\"}");
+      for (const char* v : c.valid) {
+        CAPTURE(v);
+        CHECK(s.accepts(std::string("\"") + v + "\""));
+      }
+      for (const char* v : c.invalid) {
+        CAPTURE(v);
+        CHECK(!s.accepts(std::string("\"") + v + "\""));
+      }
+    }
+    CHECK(error_of(R"({"format":"uri"})") == "unsupported JSON Schema format \"uri\" at /format");
+  }
+
+  TEST_CASE("integer bounds: exact over thousands of values, inclusive and exclusive, negative") {
+    const char* schemas[] = {R"({"type":"integer","minimum":-37,"maximum":1234})",
+                             R"({"type":"integer","exclusiveMinimum":-100,"exclusiveMaximum":-3})",
+                             R"({"type":"integer","minimum":5})", R"({"type":"integer","maximum":-5})",
+                             R"({"type":"integer","minimum":0.5,"maximum":99.5})",
+                             R"({"type":"integer","minimum":3,"exclusiveMinimum":true,"maximum":300,"exclusiveMaximum":true})"};
+    const std::pair<long, long> ranges[] = {{-37, 1234}, {-99, -4}, {5, LONG_MAX}, {LONG_MIN, -5}, {1, 99}, {4, 299}};
+    for (size_t i = 0; i < std::size(schemas); ++i) {
+      const Schema s(schemas[i]);
+      for (long v = -3000; v <= 3000; ++v) {
+        CAPTURE(schemas[i]);
+        CAPTURE(v);
+        CHECK(s.accepts(std::to_string(v)) == (v >= ranges[i].first && v <= ranges[i].second));
+      }
+    }
+  }
+
+  TEST_CASE("number bounds: integer part exact, fractions compared as decimals") {
+    const Schema s(R"({"type":"number","minimum":-1.5,"exclusiveMaximum":2.25})");
+    for (const char* ok : {"-1.5", "-1.49", "0", "2", "2.2499", "-0.0", "1"}) CHECK(s.accepts(ok));
+    for (const char* bad : {"-1.51", "2.25", "2.250", "3", "-2", "1e0"}) CHECK(!s.accepts(bad));
+    CHECK(error_of(R"({"type":"number","minimum":1.25,"maximum":1.75})") ==
+          "a number range within one integer with fractional bounds is not supported at /");
+    CHECK(error_of(R"({"type":"integer","maximum":1e30})") == "a numeric bound beyond 1e18 is not supported at /");
+    CHECK(error_of(R"({"type":"number","multipleOf":2})") == "unsupported JSON Schema keyword \"multipleOf\" at /");
+  }
+
+  TEST_CASE("unsupported keywords are errors naming the keyword and its pointer; annotations are ignored") {
+    CHECK(error_of(R"({"properties":{"a":{"patternProperties":{"x":{}}}}})") ==
+          "unsupported JSON Schema keyword \"patternProperties\" at /properties/a");
+    CHECK(error_of(R"({"items":{"not":{}}})") == "unsupported JSON Schema keyword \"not\" at /items");
+    CHECK(error_of(R"({"anyOf":[{},{"if":{}}]})") == "unsupported JSON Schema keyword \"if\" at /anyOf/1");
+    CHECK(error_of(R"({"properties":{"a/b":{"minProperties":1}}})") ==
+          "unsupported JSON Schema keyword \"minProperties\" at /properties/a~1b");
+    CHECK(error_of(R"({"type":"array","uniqueItems":true})") ==
+          "unsupported JSON Schema keyword \"uniqueItems\" (true) at /");
+    CHECK(error_of(R"({"foo":1})") == "unsupported JSON Schema keyword \"foo\" at /");
+    CHECK(error_of(R"({"type":"strin"})") == "unknown type \"strin\" at /type");
+    CHECK(error_of("{") .find("JSON Schema: not valid JSON") == 0);
+    CHECK(error_of(R"({"title":"t","description":"d","default":1,"examples":[1],"$schema":"x","$id":"y",)"
+                   R"("$comment":"c","deprecated":false,"readOnly":true,"writeOnly":false})") == "(no error)");
+  }
+
+  TEST_CASE("limits: repetition counts, nesting depth and grammar size are refused quickly") {
+    CHECK(error_of(R"({"type":"array","maxItems":10001})") == "\"maxItems\" above the limit of 10000 at /");
+    CHECK(error_of(R"({"type":"string","minLength":20000})") == "\"minLength\" above the limit of 10000 at /");
+    CHECK(Schema(R"({"type":"string","maxLength":10000})").accepts(R"("ok")"));
+    std::string deep = "{}";
+    for (int i = 0; i < 200; ++i) deep = R"({"type":"array","items":)" + deep + "}";
+    CHECK(error_of(deep).find("schema nesting deeper than 128") == 0);
+    std::string wide = R"({"type":"object","properties":{)";
+    for (int i = 0; i < 20000; ++i) wide += (i ? "," : "") + std::string("\"property_number_") + std::to_string(i) + R"(":{"type":"string","format":"date-time"})";
+    wide += "}}";
+    CHECK(error_of(wide).find("exceeds") != std::string::npos);
+    // anyOf distributing over anyOf: multiplicative growth stops at the size limit.
+    std::string blowup = "{}";
+    for (int i = 0; i < 40; ++i) {
+      blowup = R"({"type":"object","properties":{"p":)" + blowup + R"(},"anyOf":[{"required":["a"]},{"required":["b"]},{"required":["c"]}]})";
+    }
+    CHECK(error_of(blowup).find("exceeds") != std::string::npos);
+  }
+
+  TEST_CASE("json_object_gbnf and any_json_gbnf") {
+    const auto object = parse_gbnf(json_object_gbnf());
+    const auto value = parse_gbnf(any_json_gbnf());
+    auto accepts = [](const std::shared_ptr<const Grammar>& g, std::string_view t) {
+      Matcher m(g, single_bytes());
+      return m.accept_bytes(t) && m.can_end();
+    };
+    CHECK(accepts(object, R"({"a":[1,{"b":"c"}],"d":null})"));
+    CHECK(!accepts(object, "[1]"));
+    CHECK(accepts(value, "[1]"));
+    CHECK(accepts(value, "-1.5e3"));
+  }
+
+  TEST_CASE("property order follows the schema text (ordered_json keeps it)") {
+    const Schema s(R"({"properties":{"z":{"type":"integer"},"a":{"type":"integer"}},"required":["z","a"]})");
+    CHECK(s.accepts(R"({"z":1,"a":2})"));
+    CHECK(!s.accepts(R"({"a":2,"z":1})"));
+  }
+}
