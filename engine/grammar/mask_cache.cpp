@@ -11,7 +11,7 @@ PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& voc
   StackWalker walker;
   walker.reset(grammar);
   int32_t node = key.back();  // kBottom or kOpen
-  for (size_t i = key.size() - 1; i-- > 0;) node = walker.intern(key[i], node, 0);
+  for (size_t i = key.size() - 1; i-- > 1;) node = walker.intern(key[i], node, i == 1 ? uint32_t(key[0]) : 0);
   StackSet start;
   walker.begin_step();
   walker.expand(node, start);
@@ -21,7 +21,7 @@ PositionMask compute_position_mask(const Grammar& grammar, const TokenVocab& voc
   int32_t lcp_since_uncertain = INT32_MAX;  // min of the prefix lengths since the last uncertain token
   const int n = vocab.num_sorted();
   walk_tokens(
-      walker, start, vocab, n, walk, [&](int k) { return std::pair<int32_t, int32_t>(k, vocab.sorted_lcp(k)); },
+      walker, start, vocab, n, true, walk, [&](int k) { return std::pair<int32_t, int32_t>(k, vocab.sorted_lcp(k)); },
       [](int) { return false; },
       [&](int k, Verdict v) {
         lcp_since_uncertain = std::min(lcp_since_uncertain, vocab.sorted_lcp(k));
@@ -55,16 +55,19 @@ size_t MaskCache::num_entries() const {
 }
 
 std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, MaskKey key) {
+  bool full = false;
   {
     std::lock_guard lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    if (entries_.size() >= kMaxEntries && key.size() > 2) {
-      key = {key[0], kOpen};
+    if (entries_.size() >= max_entries_) {
+      if (key[0] != 0) full = true;  // inside a character: computed, not kept
+      else key = {0, key[1], kOpen};
       if (auto it = entries_.find(key); it != entries_.end()) return it->second;
     }
   }
   // Computed outside the lock (a walk over the whole vocabulary); a racing computation gives the same entry.
   auto entry = std::make_shared<const PositionMask>(compute_position_mask(grammar, vocab, key));
+  if (full) return entry;
   std::lock_guard lock(mutex_);
   return entries_.try_emplace(std::move(key), std::move(entry)).first->second;
 }

@@ -1,7 +1,7 @@
 // MaskCache: XGrammar's adaptive token-mask cache, per (grammar, vocabulary) (internal to engine/grammar).
 //
-// The key of a stack is its top kKeyDepth positions (top first; the top at a code point boundary), then kBottom
-// when that is the whole stack, else kOpen. For a key, the vocabulary is walked once from those positions over
+// The key of a stack is the top's UTF-8 state, its top kKeyDepth positions (top first), then kBottom when that is
+// the whole stack, else kOpen. For a key, the vocabulary is walked once from those positions over
 // an unknown rest (kOpen). A token is
 //   accepted   when some parse consumes it all without popping below the key (or pops exactly at its last
 //              byte): it is allowed whatever the rest of the stack;
@@ -11,8 +11,8 @@
 // XGrammar keys by the top position alone; a key of one position is blind past the end of a small rule (in
 // `string ::= "\"" char* "\""` every token longer than one character leaves `char`), so most of a vocabulary
 // comes out uncertain; three positions see the enclosing loop and its closing quote. Entries are computed on
-// first use and never change; the cache is shared by every matcher of the pair, and past kMaxEntries keys new
-// ones fall back to the top position alone (a bounded set).
+// first use and never change; the cache is shared by every matcher of the pair, and past max_entries keys new
+// ones fall back to the top position alone (a bounded set; inside a character: computed each time, not kept).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -37,12 +37,13 @@ struct PositionMask {
 
 inline constexpr int kKeyDepth = 3;
 
-// Positions top first, then kBottom or kOpen.
+// {top's UTF-8 state, positions top first..., kBottom or kOpen}.
 using MaskKey = std::vector<int32_t>;
 
 class MaskCache {
  public:
-  static constexpr size_t kMaxEntries = 1024;
+  static constexpr size_t kMaxEntries = 1024;  // ~16 KiB each on a 128k vocabulary
+  explicit MaskCache(size_t max_entries = kMaxEntries) : max_entries_(max_entries) {}
 
   // The entry of `key` for `vocab` (the vocabulary this cache was made for); `key` may be cut to its top
   // position (then kOpen) when the cache is full.
@@ -56,6 +57,7 @@ class MaskCache {
   struct KeyHash {
     size_t operator()(const MaskKey& key) const;
   };
+  size_t max_entries_;
   mutable std::mutex mutex_;
   std::unordered_map<MaskKey, std::shared_ptr<const PositionMask>, KeyHash> entries_;
 };

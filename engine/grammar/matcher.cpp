@@ -161,7 +161,7 @@ void Matcher::fill_mask_uncached(std::span<uint32_t> bitmask) const {
   if (set.tops.empty()) return;
   detail::TokenWalk walk;
   detail::walk_tokens(
-      walker, set, *vocab_, vocab_->num_sorted(), walk,
+      walker, set, *vocab_, vocab_->num_sorted(), true, walk,
       [&](int k) { return std::pair<int32_t, int32_t>(k, vocab_->sorted_lcp(k)); }, [](int) { return false; },
       [&](int k, detail::Verdict v) {
         if (v == detail::Verdict::kAccept) set_bit(bitmask, vocab_->sorted_id(k));
@@ -178,17 +178,12 @@ void Matcher::fill_mask(std::span<uint32_t> bitmask) const {
   load(state(), walker, set);
   if (set.tops.empty()) return;
 
-  // Stacks grouped by their key (mask_cache.h); those inside a character are walked in full (they are rare).
+  // Stacks grouped by their key (mask_cache.h).
   std::vector<std::pair<detail::MaskKey, int32_t>> by_key;  // (key, top node id)
-  StackSet inside_character;
   for (const int32_t top : set.tops) {
-    if (walker.node(top).partial != 0) {
-      inside_character.tops.push_back(top);
-      continue;
-    }
-    detail::MaskKey key;
+    detail::MaskKey key{int32_t(walker.node(top).partial)};
     int32_t id = top;
-    for (; id >= 0 && int(key.size()) < detail::kKeyDepth; id = walker.node(id).parent) key.push_back(walker.node(id).pos);
+    for (; id >= 0 && int(key.size()) <= detail::kKeyDepth; id = walker.node(id).parent) key.push_back(walker.node(id).pos);
     key.push_back(id == detail::kBottom ? detail::kBottom : detail::kOpen);
     by_key.emplace_back(std::move(key), top);
   }
@@ -209,20 +204,11 @@ void Matcher::fill_mask(std::span<uint32_t> bitmask) const {
     }
     if (entry->uncertain.empty()) continue;
     detail::walk_tokens(
-        walker, group, *vocab_, int(entry->uncertain.size()), walk,
+        walker, group, *vocab_, int(entry->uncertain.size()), false, walk,
         [&](int k) { return std::pair<int32_t, int32_t>(entry->uncertain[size_t(k)], entry->uncertain_lcp[size_t(k)]); },
         [&](int k) { return test_bit(done, vocab_->sorted_id(entry->uncertain[size_t(k)])); },
         [&](int k, detail::Verdict v) {
           if (v == detail::Verdict::kAccept) set_bit(bitmask, vocab_->sorted_id(entry->uncertain[size_t(k)]));
-        });
-  }
-  if (!inside_character.tops.empty()) {
-    detail::walk_tokens(
-        walker, inside_character, *vocab_, vocab_->num_sorted(), walk,
-        [&](int k) { return std::pair<int32_t, int32_t>(k, vocab_->sorted_lcp(k)); },
-        [&](int k) { return test_bit(done, vocab_->sorted_id(k)); },
-        [&](int k, detail::Verdict v) {
-          if (v == detail::Verdict::kAccept) set_bit(bitmask, vocab_->sorted_id(k));
         });
   }
 }

@@ -26,9 +26,11 @@
 // Errors: the mask and accept calls throw GrammarError where a grammar is too ambiguous for the stack limits
 // (stack_walker.h); rollback past the kept history and a bitmask too short abort (caller bugs).
 //
-// Speed: fill_mask starts from a per-(grammar, vocabulary) cache (mask_cache.h): for each terminal position, the
-// tokens accepted or rejected whatever lies below it on the stack, computed once on first use; only the rest
-// (tokens that finish the current rule with bytes left) are walked with the full stacks.
+// Speed: fill_mask starts from a per-(grammar, vocabulary) cache (mask_cache.h): for the top three positions of
+// each stack, the tokens accepted or rejected whatever lies below them, computed once on first use; only the
+// rest (tokens that pop below those positions with bytes left) are walked with the full stacks.
+// fill_mask_uncached walks the whole vocabulary in sorted byte order, reusing the stacks of shared prefixes and
+// skipping at once every token whose first byte no stack takes.
 #pragma once
 #include <cstdint>
 #include <memory>

@@ -92,10 +92,12 @@ struct TokenWalk {
 // shares with the previous token, and never stepping past a prefix with no live stack (a rejected subtree of
 // the trie costs one comparison per token). `next(i)` gives the i-th token of the list as {sorted index,
 // common prefix length with the (i-1)-th}; `skip(i)` true leaves it out (no verdict); `visit(i, verdict)`.
-// kUncertain only arises from kOpen stacks: the token pops below the start with bytes left.
+// kUncertain only arises from kOpen stacks: the token pops below the start with bytes left. With `whole_vocab`
+// (the list is every sorted token: i is the sorted index), a first byte after which nothing lives skips its whole
+// run of tokens, which get no verdict (they are rejected).
 template <class Next, class Skip, class Visit>
-void walk_tokens(StackWalker& walker, const StackSet& start, const TokenVocab& vocab, int count, TokenWalk& walk,
-                 Next next, Skip skip, Visit visit) {
+void walk_tokens(StackWalker& walker, const StackSet& start, const TokenVocab& vocab, int count, bool whole_vocab,
+                 TokenWalk& walk, Next next, Skip skip, Visit visit) {
   auto& levels = walk.levels;
   auto& escaped = walk.escaped_within;
   if (levels.empty()) levels.resize(1);
@@ -123,6 +125,7 @@ void walk_tokens(StackWalker& walker, const StackSet& start, const TokenVocab& v
     const StackSet& last = levels[size_t(d)];
     if (d == length && (!last.tops.empty() || last.can_end || last.escaped)) visit(i, Verdict::kAccept);
     else visit(i, escaped[size_t(d)] ? Verdict::kUncertain : Verdict::kReject);
+    if (whole_vocab && d == 1 && last.tops.empty() && !last.can_end && !escaped[1]) i = vocab.first_byte_end(uint8_t(bytes[0])) - 1;
   }
 }
 

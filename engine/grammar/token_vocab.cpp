@@ -54,6 +54,11 @@ void TokenVocab::index() {
     while (i < n && a[i] == b[i]) ++i;
     lcp_[k] = int32_t(i);
   }
+  size_t k = 0;
+  for (int b = 0; b < 256; ++b) {
+    while (k < order_.size() && uint8_t(bytes_[size_t(order_[k])][0]) == b) ++k;
+    first_byte_end_[b] = int(k);
+  }
 }
 
 }  // namespace inflight::engine::grammar

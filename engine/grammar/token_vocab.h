@@ -34,6 +34,8 @@ class TokenVocab {
   std::string_view sorted_bytes(int k) const { return bytes_[size_t(order_[size_t(k)])]; }
   // Length of the common prefix of sorted tokens k-1 and k (0 for k = 0).
   int32_t sorted_lcp(int k) const { return lcp_[size_t(k)]; }
+  // One past the last sorted index whose first byte is `b` (the sorted tokens starting with b are a run).
+  int first_byte_end(uint8_t b) const { return first_byte_end_[b]; }
 
  private:
   void index();
@@ -42,6 +44,7 @@ class TokenVocab {
   int32_t eos_id_ = -1;
   std::vector<int32_t> order_;  // [num_sorted] token ids
   std::vector<int32_t> lcp_;    // [num_sorted]
+  int first_byte_end_[256] = {};
 };
 
 }  // namespace inflight::engine::grammar

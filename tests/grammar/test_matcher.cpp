@@ -18,12 +18,12 @@ using test::TokenVocab;
 
 namespace {
 
-// Single bytes plus a few multi-byte tokens; EOS is the last id.
+// Single bytes plus a few multi-byte tokens (two of them duplicates of single bytes); EOS is the last id.
 std::shared_ptr<const TokenVocab> small_vocab() {
   static const auto vocab = [] {
     std::vector<std::string> tokens;
     for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
-    for (const char* t : {"ab", "abc", "\xC3\xA9", "x\xC3", "\xA9y", "\xCE\xB2\xCE", "\xB3", "hello", "\":", "{\""})
+    for (const char* t : {"ab", "abc", "\xC3\xA9", "x\xC3", "\xA9y", "\xCE\xB2\xCE", "\xB3", "hello", "\":", "{\"", "}", "!"})
       tokens.emplace_back(t);
     tokens.emplace_back("<eos>");
     return std::make_shared<const TokenVocab>(std::move(tokens), int32_t(tokens.size()) - 1);
@@ -120,6 +120,33 @@ TEST_SUITE("grammar matcher") {
     m.rollback(1);
     CHECK(!m.is_terminated());
     CHECK(m.accept_token(id_of(*vocab, "c")));
+  }
+
+  TEST_CASE("tokens with the same bytes get the same verdict (sorted neighbours in the walk)") {
+    const auto vocab = small_vocab();
+    std::vector<int32_t> braces, bangs;
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      if (vocab->token_bytes(id) == "}") braces.push_back(id);
+      if (vocab->token_bytes(id) == "!") bangs.push_back(id);
+    }
+    REQUIRE(braces.size() == 2);
+    REQUIRE(bangs.size() == 2);
+    // "}" completes the sentence (nothing may follow it): no token longer than it survives its first byte.
+    Matcher m(parse_gbnf("root ::= \"{\" [a-z]* \"}\" | \"!\" \"x\""), vocab);
+    CHECK(m.accept_bytes("{ab"));
+    for (const bool cached : {true, false}) {
+      const auto mask = test::mask_of(m, cached);
+      CHECK(mask == test::brute_force_mask(m));
+      CHECK(bit(mask, braces[0]));
+      CHECK(bit(mask, braces[1]));
+    }
+    Matcher start(parse_gbnf("root ::= \"{\" [a-z]* \"}\" | \"!\" \"x\""), vocab);
+    for (const bool cached : {true, false}) {
+      const auto mask = test::mask_of(start, cached);
+      CHECK(mask == test::brute_force_mask(start));
+      CHECK(bit(mask, bangs[0]));
+      CHECK(bit(mask, bangs[1]));
+    }
   }
 
   TEST_CASE("special tokens are never allowed") {
@@ -275,12 +302,40 @@ TEST_SUITE("grammar matcher") {
     size_t num_uncertain = 0, num_entries = 0;
     for (int32_t pos = 0; pos < int32_t(g->elements().size()); ++pos) {
       if (g->element(pos).kind != engine::grammar::ElementKind::kClass) continue;
-      const auto entry = engine::grammar::detail::compute_position_mask(*g, *vocab, {pos, engine::grammar::detail::kOpen});
+      const auto entry = engine::grammar::detail::compute_position_mask(*g, *vocab, {0, pos, engine::grammar::detail::kOpen});
       num_uncertain += entry.uncertain.size();
       ++num_entries;
     }
     MESSAGE("JSON grammar, keys of one position: " << num_entries << " terminal positions, on average "
                              << num_uncertain / std::max<size_t>(num_entries, 1) << " uncertain tokens of "
                              << vocab->size());
+  }
+
+  TEST_CASE("mask cache: past its entry limit, new keys fall back to the top position alone") {
+    using engine::grammar::detail::kOpen;
+    using engine::grammar::detail::MaskCache;
+    using engine::grammar::detail::MaskKey;
+    const auto vocab = test::byte_level_vocab(500, 3);
+    const auto g = parse_gbnf(test::json_gbnf());
+    std::vector<int32_t> class_positions;
+    for (int32_t pos = 0; pos < int32_t(g->elements().size()); ++pos)
+      if (g->element(pos).kind == engine::grammar::ElementKind::kClass) class_positions.push_back(pos);
+    REQUIRE(class_positions.size() >= 3);
+    MaskCache cache(2);
+    auto same = [](const engine::grammar::detail::PositionMask& a, const engine::grammar::detail::PositionMask& b) {
+      return a.accepted_bits == b.accepted_bits && a.accepted_ids == b.accepted_ids && a.uncertain == b.uncertain &&
+             a.uncertain_lcp == b.uncertain_lcp;
+    };
+    // Keys of two positions over kOpen (not necessarily stacks the grammar makes; the walk does not care).
+    const MaskKey k0{0, class_positions[0], class_positions[1], kOpen};
+    const MaskKey k1{0, class_positions[1], class_positions[2], kOpen};
+    const MaskKey k2{0, class_positions[2], class_positions[0], kOpen};
+    CHECK(same(*cache.get(*g, *vocab, k0), engine::grammar::detail::compute_position_mask(*g, *vocab, k0)));
+    CHECK(same(*cache.get(*g, *vocab, k1), engine::grammar::detail::compute_position_mask(*g, *vocab, k1)));
+    CHECK(cache.num_entries() == 2);
+    const MaskKey cut{0, class_positions[2], kOpen};
+    CHECK(same(*cache.get(*g, *vocab, k2), engine::grammar::detail::compute_position_mask(*g, *vocab, cut)));
+    CHECK(cache.num_entries() == 3);
+    CHECK(cache.get(*g, *vocab, k2) == cache.get(*g, *vocab, cut));
   }
 }
