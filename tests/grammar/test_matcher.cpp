@@ -5,10 +5,12 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <thread>
 
 #include "engine/grammar/mask_cache.h"
 #include "engine/grammar/stack_walker.h"
 #include "grammar_test_support.h"
+#include "tiny_tokenizer.h"
 
 using namespace inflight;
 using engine::grammar::GrammarError;
@@ -337,5 +339,59 @@ TEST_SUITE("grammar matcher") {
     CHECK(same(*cache.get(*g, *vocab, k2), engine::grammar::detail::compute_position_mask(*g, *vocab, cut)));
     CHECK(cache.num_entries() == 3);
     CHECK(cache.get(*g, *vocab, k2) == cache.get(*g, *vocab, cut));
+  }
+
+  TEST_CASE("TokenVocab from real tokenizers: token bytes and special tokens") {
+    // stories260K: sentencepiece pieces with U+2581 for spaces, <0xNN> byte tokens, <unk> <s> </s>.
+    const auto stories = test::stories_vocab();
+    int num_with_space = 0, num_single_bytes = 0;
+    for (int32_t id = 0; id < stories->size(); ++id) {
+      const std::string& b = stories->token_bytes(id);
+      if (!stories->is_special(id) && b[0] == ' ') ++num_with_space;
+      if (!stories->is_special(id) && b.size() == 1) ++num_single_bytes;
+      CHECK(b.find("\xE2\x96\x81") == std::string::npos);  // no U+2581 left
+    }
+    CHECK(num_with_space > 50);  // 92 of its 512
+    CHECK(num_single_bytes >= 256);
+    CHECK(stories->is_special(stories->eos_id()));
+
+    // A byte-level BPE tokenizer.json: <|endoftext|>, <|im_start|>, <|im_end|> are special; <tool_call> (added,
+    // not special) is text.
+    test::TempDir dir("grammar-bpe");
+    test::write_tiny_byte_level_tokenizer(dir.path);
+    const engine::Tokenizer tokenizer = engine::Tokenizer::from_tokenizer_json(dir / "tokenizer.json", dir / "tokenizer_config.json");
+    const auto vocab = std::make_shared<const TokenVocab>(tokenizer);
+    REQUIRE(vocab->size() == tokenizer.vocab_size());
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      const std::string piece = tokenizer.piece(id);
+      CAPTURE(piece);
+      CHECK(vocab->is_special(id) == (piece == "<|endoftext|>" || piece == "<|im_start|>" || piece == "<|im_end|>"));
+      if (piece == "\xC4\xA0the") CHECK(vocab->token_bytes(id) == " the");  // "Ġthe"
+    }
+    Matcher m(parse_gbnf(test::json_gbnf()), vocab);
+    CHECK(m.accept_bytes("{\"a\": \""));
+    CHECK(test::mask_of(m) == test::brute_force_mask(m));
+    check_masks_on_random_walks(test::json_gbnf(), vocab, 3, 30, true, 400);
+  }
+
+  TEST_CASE("matchers on several threads share a grammar and its mask cache") {
+    const auto vocab = test::byte_level_vocab(5000, 5);
+    const auto grammar = engine::grammar::compile_cached(test::json_gbnf());
+    std::vector<int> num_bad(4, 0);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t)
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(uint32_t(500 + t));
+        for (int walk = 0; walk < 3; ++walk) {
+          Matcher m(engine::grammar::compile_cached(test::json_gbnf()), vocab);
+          for (int step = 0; step < 30; ++step) {
+            if (test::mask_of(m, true) != test::mask_of(m, false)) ++num_bad[size_t(t)];
+            if (!test::step_randomly(m, rng)) break;
+          }
+        }
+      });
+    for (std::thread& th : threads) th.join();
+    CHECK(num_bad == std::vector<int>(4, 0));
+    CHECK(engine::grammar::compile_cached(test::json_gbnf()) == grammar);
   }
 }
