@@ -242,7 +242,12 @@ class Converter {
   // The formats' grammars (the inside of the string); see the table in json_schema.h for how strict each is.
   std::string format_body(const std::string& format) {
     if (format == "date") {
-      return "[0-9]{4} \"-\" ( \"0\" [1-9] | \"1\" [0-2] ) \"-\" ( \"0\" [1-9] | [12] [0-9] | \"3\" [01] )";
+      // Days per month exact; 02-29 only in leap years (divisible by 4, centuries only when divisible by 400).
+      const std::string day28 = "( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] )";
+      const std::string leap = "( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( [02468] [048] | [13579] [26] ) \"00\" )";
+      return "( [0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( " + day28 + " | \"29\" | \"3\" [01] ) | "
+             "( \"0\" [469] | \"11\" ) \"-\" ( " + day28 + " | \"29\" | \"30\" ) | \"02-\" " + day28 + " ) | " +
+             leap + " \"-02-29\" )";
     }
     if (format == "time") {
       return "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "

@@ -1,0 +1,72 @@
+// Test groups beyond the official suite's draft 4 (which the npm package stops at): the 2020-12 keywords the
+// compiler supports (prefixItems, const, $defs, numeric exclusive bounds, formats) and the places where the
+// grammar does its own work (number ranges, property order and additional keys, allOf merging). Same shape as
+// the suite's files; no `valid`: ajv (its 2020-12 class) judges every instance.
+const range = (from, to, step) => {
+  const out = [];
+  for (let x = from; x <= to + 1e-9; x += step) out.push(Math.round(x * 1000) / 1000);
+  return out;
+};
+const data = (values) => values.map((v) => ({ description: JSON.stringify(v), data: v }));
+
+export default [
+  { description: 'integer range with negative and exclusive bounds',
+    schema: { type: 'integer', exclusiveMinimum: -137, maximum: 1024 }, tests: data([...range(-300, 1100, 1), 2048, -1000]) },
+  { description: 'integer range, both bounds exclusive, non-integer bounds',
+    schema: { type: 'integer', exclusiveMinimum: -2.5, exclusiveMaximum: 99.5 }, tests: data(range(-10, 110, 1)) },
+  { description: 'number range with fractional bounds',
+    schema: { type: 'number', minimum: -1.25, exclusiveMaximum: 3.5 }, tests: data(range(-3, 5, 0.125)) },
+  { description: 'number range, exclusive zero below',
+    schema: { type: 'number', exclusiveMinimum: 0, maximum: 10 }, tests: data([...range(-1, 11, 0.25), 0.001, 9.999, 10.001]) },
+  { description: 'number with only a fractional upper bound',
+    schema: { type: 'number', maximum: -0.75 }, tests: data(range(-3, 2, 0.125)) },
+  { description: 'prefixItems, items false, minItems',
+    schema: { prefixItems: [{ type: 'integer' }, { type: 'string' }], items: false, minItems: 1 },
+    tests: data([[], [1], [1, 'a'], [1, 'a', 2], ['a'], [1, 2]]) },
+  { description: 'prefixItems then items, maxItems',
+    schema: { type: 'array', prefixItems: [{ const: 'x' }], items: { type: 'boolean' }, maxItems: 3 },
+    tests: data([[], ['x'], ['x', true], ['x', true, false], ['x', true, false, true], ['y'], ['x', 1]]) },
+  { description: 'const and enum of structured values',
+    schema: { enum: [{ a: 1, b: [true, null] }, 'é"\\', 2.5, [] ] },
+    tests: data([{ a: 1, b: [true, null] }, { a: 1 }, 'é"\\', 2.5, 2, [], [1], null]) },
+  { description: '$defs with recursion (a linked list)',
+    schema: { $defs: { node: { type: 'object', properties: { v: { type: 'integer' }, next: { $ref: '#/$defs/node' } }, required: ['v'], additionalProperties: false } }, $ref: '#/$defs/node' },
+    tests: data([{ v: 1 }, { v: 1, next: { v: 2, next: { v: 3 } } }, { v: 1, next: {} }, { next: { v: 1 } }, { v: 1, w: 2 }]) },
+  { description: 'properties with optional members and additional properties of a schema',
+    schema: { type: 'object', properties: { id: { type: 'integer' }, name: { type: 'string' }, tags: { type: 'array', items: { type: 'string' } } }, required: ['name'], additionalProperties: { type: 'number' } },
+    tests: data([{ name: 'a' }, { id: 1, name: 'a' }, { id: 1, name: 'a', tags: [] }, { name: 'a', extra: 1.5 }, { name: 'a', extra: 'x' }, { id: 1 }, { nam: 1, name: 'b' }, { names: 2, name: 'b' }, {}]) },
+  { description: 'allOf merging properties, required and additionalProperties false',
+    schema: { allOf: [{ properties: { a: { type: 'integer' } }, required: ['a'] }, { properties: { a: { minimum: 0 }, b: { type: 'string' } }, additionalProperties: false }] },
+    tests: data([{ a: 1 }, { a: -1 }, { a: 1, b: 'x' }, { a: 1, c: 2 }, { b: 'x' }, 3]) },
+  { description: 'anyOf with sibling keywords',
+    schema: { type: 'object', required: ['kind'], anyOf: [{ properties: { kind: { const: 'a' }, n: { type: 'integer' } } }, { properties: { kind: { const: 'b' }, s: { type: 'string' } } }] },
+    tests: data([{ kind: 'a', n: 1 }, { kind: 'b', s: 'x' }, { kind: 'c' }, { kind: 'a', n: 'x' }, {}]) },
+  { description: 'oneOf with a discriminator',
+    schema: { oneOf: [{ type: 'object', properties: { t: { enum: ['x', 'y'] } }, required: ['t'] }, { type: 'object', properties: { t: { const: 'z' }, v: { type: 'null' } }, required: ['t'] }] },
+    tests: data([{ t: 'x' }, { t: 'y' }, { t: 'z', v: null }, { t: 'w' }, { t: 'z', v: 1 }]) },
+  { description: 'string lengths in code points',
+    schema: { type: 'string', minLength: 2, maxLength: 3 }, tests: data(['a', 'ab', 'abc', 'abcd', 'éé', '😀😀', '😀', 'a\nb', '']) },
+  { description: 'pattern (unanchored search, Unicode)',
+    schema: { type: 'string', pattern: '[0-9]{2}-é' }, tests: data(['12-é', 'x12-éy', '1-é', '12-e', '']) },
+  { description: 'anchored pattern with classes and alternation',
+    schema: { type: 'string', pattern: '^(?:[A-Z][a-z]+|\\d{3,4})$' }, tests: data(['Abc', 'abc', 'A', '123', '12345', '1234', 'Ab1']) },
+  { description: 'format date', schema: { type: 'string', format: 'date' },
+    tests: data(['2024-02-29', '2023-02-29', '1900-02-29', '2000-02-29', '2023-04-31', '2023-12-31', '2023-13-01', '2023-1-01']) },
+  { description: 'format time', schema: { type: 'string', format: 'time' },
+    tests: data(['12:34:56Z', '12:34:56.789+05:30', '23:59:59-00:00', '24:00:00Z', '12:60:00Z', '12:34Z', '1:02:03Z']) },
+  { description: 'format date-time', schema: { type: 'string', format: 'date-time' },
+    tests: data(['2024-01-01T00:00:00Z', '2024-01-01t00:00:00.1z', '2024-02-30T00:00:00Z', '2024-01-01T25:00:00Z', '2024-01-01']) },
+  { description: 'format uuid', schema: { type: 'string', format: 'uuid' },
+    tests: data(['123e4567-e89b-12d3-a456-426614174000', '123E4567-E89B-12D3-A456-426614174000', '123e4567-e89b-12d3-a456-42661417400', '123e4567e89b12d3a456426614174000']) },
+  { description: 'format email', schema: { type: 'string', format: 'email' },
+    tests: data(['joe@example.com', 'first.last+tag@sub.example.org', 'joe@', '@example.com', 'a b@example.com', 'joe@example']) },
+  { description: 'format ipv4', schema: { type: 'string', format: 'ipv4' },
+    tests: data(['0.0.0.0', '192.168.1.255', '255.255.255.255', '256.0.0.1', '1.2.3', '01.2.3.4', '1.2.3.4.5']) },
+  { description: 'format ipv6', schema: { type: 'string', format: 'ipv6' },
+    tests: data(['::', '::1', '1::', '1:2:3:4:5:6:7:8', '2001:db8::8a2e:370:7334', '::ffff:10.0.0.1', '1:2:3:4:5:6:1.2.3.4',
+      '1:2:3:4:5:6:7:8:9', '1::2::3', '12345::1', 'g::1', '1:2:3:4:5:6:7']) },
+  { description: 'type list without other keywords', schema: { type: ['integer', 'boolean', 'null'] },
+    tests: data([1, 1.5, true, null, 'x', [], {}]) },
+  { description: 'no type: keywords apply to their own types',
+    schema: { minimum: 3, maxLength: 1, minItems: 1 }, tests: data([3, 2, 'a', 'ab', [], [1], {}, null, true]) },
+];
