@@ -111,6 +111,11 @@ const Point kPoints[] = {
     {"in_number", "{\"name\": \"Al\", \"age\": 4"},
     {"after_value", "{\"name\": \"Al\", \"age\": 42"},
     {"nested_array", "{\"name\": \"Al\", \"tags\": [[1, 2], ["},
+    {"after_comma", "{\"name\": \"Al\", "},
+    {"escape", "{\"name\": \"Al\\"},
+    {"mid_character", "{\"name\": \"Al\xC3"},
+    {"deep_string", "{\"a\": {\"b\": [{\"c\": [[\"x"},
+    {"deep_after_value", "{\"a\": {\"b\": [{\"c\": [[1"},
 };
 
 Matcher matcher_at(const Point& p) {

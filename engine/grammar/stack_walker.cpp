@@ -1,4 +1,5 @@
-// StackWalker: hash-consed stack nodes, expansion of rule references, and one byte's step.
+// StackWalker: hash-consed stack nodes, expansion of rule references, one byte's step, and the interned sets of
+// stacks with their memoised transitions (the lazy DFA of walk_tokens).
 #include "engine/grammar/stack_walker.h"
 
 #include <algorithm>
@@ -66,6 +67,17 @@ void StackWalker::reset(const Grammar& grammar) {
   // A table grown by one huge walk is not kept for every later small one.
   if (table_.size() > (size_t(1) << 20) || table_.empty()) table_.assign(size_t(1) << 10, -1);
   else std::fill(table_.begin(), table_.end(), -1);
+  sets_.clear();
+  set_hashes_.clear();
+  if (set_table_.size() > (size_t(1) << 16) || set_table_.empty()) set_table_.assign(size_t(1) << 8, -1);
+  else std::fill(set_table_.begin(), set_table_.end(), -1);
+  if (transition_keys_.size() > (size_t(1) << 18) || transition_keys_.empty()) {
+    transition_keys_.assign(size_t(1) << 10, ~uint64_t(0));
+    transition_targets_.assign(size_t(1) << 10, -1);
+  } else {
+    std::fill(transition_keys_.begin(), transition_keys_.end(), ~uint64_t(0));
+  }
+  num_transitions_ = 0;
 }
 
 void StackWalker::grow_table() {
@@ -157,6 +169,77 @@ void StackWalker::advance(const StackSet& in, uint8_t byte, StackSet& out) {
     else work_.push_back(intern(n.pos + 1, n.parent, 0));
     drain(out);
   }
+}
+
+namespace {
+size_t set_hash(const StackSet& s) {
+  uint64_t h = uint64_t(s.can_end) * 2 + uint64_t(s.escaped) + 0x9E3779B97F4A7C15ULL;
+  for (const int32_t id : s.tops) h = mix(h ^ uint32_t(id)) + 0x9E3779B97F4A7C15ULL;
+  return size_t(h);
+}
+}  // namespace
+
+void StackWalker::grow_set_table() {
+  set_table_.assign(set_table_.size() * 2, -1);
+  const size_t mask = set_table_.size() - 1;
+  for (size_t id = 0; id < sets_.size(); ++id) {
+    size_t h = set_hashes_[id] & mask;
+    while (set_table_[h] >= 0) h = (h + 1) & mask;
+    set_table_[h] = int32_t(id);
+  }
+}
+
+int32_t StackWalker::intern_set(StackSet set) {
+  std::sort(set.tops.begin(), set.tops.end());
+  if ((sets_.size() + 1) * 2 > set_table_.size()) grow_set_table();
+  const size_t hash = set_hash(set);
+  const size_t mask = set_table_.size() - 1;
+  size_t h = hash & mask;
+  for (;; h = (h + 1) & mask) {
+    const int32_t id = set_table_[h];
+    if (id < 0) break;
+    const StackSet& other = sets_[size_t(id)];
+    if (set_hashes_[size_t(id)] == hash && other.can_end == set.can_end && other.escaped == set.escaped &&
+        other.tops == set.tops)
+      return id;
+  }
+  const auto id = int32_t(sets_.size());
+  sets_.push_back(std::move(set));
+  set_hashes_.push_back(hash);
+  set_table_[h] = id;
+  return id;
+}
+
+void StackWalker::grow_transitions() {
+  std::vector<uint64_t> keys(transition_keys_.size() * 2, ~uint64_t(0));
+  std::vector<int32_t> targets(keys.size(), -1);
+  const size_t mask = keys.size() - 1;
+  for (size_t i = 0; i < transition_keys_.size(); ++i) {
+    if (transition_keys_[i] == ~uint64_t(0)) continue;
+    size_t h = size_t(mix(transition_keys_[i])) & mask;
+    while (keys[h] != ~uint64_t(0)) h = (h + 1) & mask;
+    keys[h] = transition_keys_[i];
+    targets[h] = transition_targets_[i];
+  }
+  transition_keys_ = std::move(keys);
+  transition_targets_ = std::move(targets);
+}
+
+int32_t StackWalker::step(int32_t set_id, uint8_t byte) {
+  const uint64_t key = uint64_t(uint32_t(set_id)) << 8 | byte;
+  size_t mask = transition_keys_.size() - 1;
+  for (size_t h = size_t(mix(key)) & mask; transition_keys_[h] != ~uint64_t(0); h = (h + 1) & mask)
+    if (transition_keys_[h] == key) return transition_targets_[h];
+  advance(sets_[size_t(set_id)], byte, scratch_);
+  const int32_t target = intern_set(scratch_);
+  if ((num_transitions_ + 1) * 2 > transition_keys_.size()) grow_transitions();
+  mask = transition_keys_.size() - 1;
+  size_t h = size_t(mix(key)) & mask;
+  while (transition_keys_[h] != ~uint64_t(0)) h = (h + 1) & mask;
+  transition_keys_[h] = key;
+  transition_targets_[h] = target;
+  ++num_transitions_;
+  return target;
 }
 
 }  // namespace inflight::engine::grammar::detail

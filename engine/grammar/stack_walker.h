@@ -67,10 +67,18 @@ class StackWalker {
   // The stacks after one more byte: `out` is cleared first.
   void advance(const StackSet& in, uint8_t byte, StackSet& out);
 
+  // Sets of stacks interned as ids (tops sorted) with their byte transitions memoised: walk_tokens runs on these,
+  // a DFA built lazily as the walk meets its states (a trie edge of a warm state costs one table lookup).
+  int32_t intern_set(StackSet set);
+  const StackSet& set(int32_t id) const { return sets_[size_t(id)]; }
+  int32_t step(int32_t set_id, uint8_t byte);
+
  private:
   void drain(StackSet& out);
   void pop_into(int32_t parent, StackSet& out);
   void grow_table();
+  void grow_set_table();
+  void grow_transitions();
 
   const Grammar* grammar_ = nullptr;
   std::vector<StackNode> nodes_;
@@ -78,13 +86,22 @@ class StackWalker {
   std::vector<uint32_t> stamps_;    // [num_nodes] the step that last added the node (deduplication)
   uint32_t generation_ = 1;
   std::vector<int32_t> work_;       // expand's pending nodes
+
+  std::vector<StackSet> sets_;
+  std::vector<size_t> set_hashes_;           // [num sets]
+  std::vector<int32_t> set_table_;           // open addressing over sets_: set id or -1
+  std::vector<uint64_t> transition_keys_;    // open addressing: set id << 8 | byte, or ~0 when empty
+  std::vector<int32_t> transition_targets_;  // the set after the byte
+  size_t num_transitions_ = 0;
+  StackSet scratch_;
 };
 
 enum class Verdict : uint8_t { kReject, kAccept, kUncertain };
 
-// Per-walk scratch of walk_tokens: levels[d] the stacks after the current token's first d bytes.
+// Per-walk scratch of walk_tokens: levels[d] the set of stacks (an interned id) after the current token's first d
+// bytes.
 struct TokenWalk {
-  std::vector<StackSet> levels;
+  std::vector<int32_t> levels;
   std::vector<uint8_t> escaped_within;  // [d]: some parse popped kOpen within the first d bytes
 };
 
@@ -100,10 +117,9 @@ void walk_tokens(StackWalker& walker, const StackSet& start, const TokenVocab& v
                  TokenWalk& walk, Next next, Skip skip, Visit visit) {
   auto& levels = walk.levels;
   auto& escaped = walk.escaped_within;
-  if (levels.empty()) levels.resize(1);
-  levels[0] = start;
+  levels.assign(std::max<size_t>(levels.size(), 1), -1);
   escaped.assign(std::max<size_t>(escaped.size(), 1), 0);
-  escaped[0] = 0;
+  levels[0] = walker.intern_set(start);
   int computed = 0;  // levels[0..computed] hold the stacks of the last fed token's prefix
   for (int i = 0; i < count; ++i) {
     const auto [sorted, lcp] = next(i);
@@ -112,17 +128,17 @@ void walk_tokens(StackWalker& walker, const StackSet& start, const TokenVocab& v
     const std::string_view bytes = vocab.sorted_bytes(sorted);
     const int length = int(bytes.size());
     int d = computed;
-    while (d < length && !levels[size_t(d)].tops.empty()) {
+    while (d < length && !walker.set(levels[size_t(d)]).tops.empty()) {
       if (levels.size() <= size_t(d) + 1) {
         levels.resize(size_t(d) + 2);
         escaped.resize(size_t(d) + 2);
       }
-      walker.advance(levels[size_t(d)], uint8_t(bytes[size_t(d)]), levels[size_t(d) + 1]);
-      escaped[size_t(d) + 1] = escaped[size_t(d)] || levels[size_t(d) + 1].escaped;
+      levels[size_t(d) + 1] = walker.step(levels[size_t(d)], uint8_t(bytes[size_t(d)]));
+      escaped[size_t(d) + 1] = escaped[size_t(d)] || walker.set(levels[size_t(d) + 1]).escaped;
       ++d;
     }
     computed = d;
-    const StackSet& last = levels[size_t(d)];
+    const StackSet& last = walker.set(levels[size_t(d)]);
     if (d == length && (!last.tops.empty() || last.can_end || last.escaped)) visit(i, Verdict::kAccept);
     else visit(i, escaped[size_t(d)] ? Verdict::kUncertain : Verdict::kReject);
     if (whole_vocab && d == 1 && last.tops.empty() && !last.can_end && !escaped[1]) i = vocab.first_byte_end(uint8_t(bytes[0])) - 1;
