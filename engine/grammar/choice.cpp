@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
 
 namespace inflight::engine::grammar {
 
@@ -137,6 +140,72 @@ std::string choice_to_gbnf(const std::vector<std::string>& choices, std::string_
   }
   out += '\n';
   return out;
+}
+
+std::vector<std::pair<std::string, std::string>> json_string_none_of(const std::vector<std::string>& names,
+                                                                     const std::string& prefix,
+                                                                     const std::string& json_char) {
+  struct Node {
+    std::map<std::string, size_t> children;  // unit (one character or one escape, as JSON text) -> node
+    bool terminal = false;                   // a name ends here
+  };
+  std::vector<Node> nodes(1);
+  for (const std::string& name : names) {
+    const std::string text = nlohmann::json(name).dump(-1, ' ', false);
+    const std::string inner = text.substr(1, text.size() - 2);
+    size_t at = 0;
+    for (size_t i = 0; i < inner.size();) {
+      size_t len = 1;
+      if (inner[i] == '\\') {
+        len = inner[i + 1] == 'u' ? 6 : 2;
+      } else {
+        const auto b = static_cast<unsigned char>(inner[i]);
+        len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 4;
+      }
+      const std::string unit = inner.substr(i, len);
+      i += len;
+      auto it = nodes[at].children.find(unit);
+      if (it == nodes[at].children.end()) {
+        nodes.push_back({});
+        it = nodes[at].children.emplace(unit, nodes.size() - 1).first;
+      }
+      at = it->second;
+    }
+    nodes[at].terminal = true;
+  }
+  const std::string close = "\"\\\"\"";
+  const std::string rest = json_char + "* " + close;
+  std::vector<std::pair<std::string, std::string>> rules;
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    std::vector<std::string> alternatives;
+    if (!nodes[n].terminal) alternatives.push_back(close);
+    std::vector<CodePointRange> raw = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};  // unescaped JSON chars
+    bool escape_child = false;
+    for (const auto& [unit, child] : nodes[n].children) {
+      alternatives.push_back(gbnf_literal(unit) + " " + prefix + "-" + std::to_string(child));
+      if (unit[0] == '\\') {
+        escape_child = true;
+        continue;
+      }
+      const uint32_t cp = decode_utf8(unit, "property name")[0];
+      std::vector<CodePointRange> cut;
+      for (const CodePointRange& r : raw) {
+        if (cp < r.first || cp > r.last) {
+          cut.push_back(r);
+          continue;
+        }
+        if (cp > r.first) cut.push_back({r.first, cp - 1});
+        if (cp < r.last) cut.push_back({cp + 1, r.last});
+      }
+      raw = cut;
+    }
+    alternatives.push_back(gbnf_class(raw) + " " + rest);
+    if (!escape_child) alternatives.push_back("\"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} ) " + rest);
+    std::string body;
+    for (size_t i = 0; i < alternatives.size(); ++i) body += (i ? " | " : "") + alternatives[i];
+    rules.emplace_back(prefix + "-" + std::to_string(n), body);
+  }
+  return rules;
 }
 
 }  // namespace inflight::engine::grammar

@@ -9,11 +9,22 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "engine/grammar/grammar.h"  // GrammarError
 
 namespace inflight::engine::grammar {
+
+// GBNF rules for the rest of a JSON string after its opening quote, closing quote included, whose text is none of
+// `names` as JSON writes them (an additional property's key beside the declared ones). A trie of the names'
+// spellings: each node a rule offering its children, any other character (then any characters), or the closing
+// quote where no name ends. Compared as written: a name spelled with \u escapes is not recognised, and after a
+// name's escaped character no other escape is offered (stricter, never looser). Returns (rule name, body) pairs
+// named `prefix`-N, the start rule first; `json_char` names the rule of one JSON string character.
+std::vector<std::pair<std::string, std::string>> json_string_none_of(const std::vector<std::string>& names,
+                                                                     const std::string& prefix,
+                                                                     const std::string& json_char);
 
 // GBNF for exactly one of `choices` (the whole output is one of them, byte for byte): `root ::= "a" | "b"`.
 // Throws GrammarError for an empty list or a choice that is not valid UTF-8. An empty string is a valid choice.

@@ -296,7 +296,7 @@ class Converter {
         fail("\"" + k + "\" must be a non-negative integer", at);
       }
       if ((k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") &&
-          !v.is_number() && !v.is_boolean()) {
+          !v.is_number() && !(v.is_boolean() && k.rfind("exclusive", 0) == 0)) {  // draft 4's boolean form
         fail("\"" + k + "\" must be a number", at);
       }
       if ((k == "allOf" || k == "anyOf" || k == "oneOf" || k == "prefixItems") && (!v.is_array() || v.empty())) {
@@ -395,10 +395,27 @@ class Converter {
     } else if (b.contains("additionalProperties")) {
       out["additionalProperties"] = b["additionalProperties"];
     }
+    // prefixItems and items together, the same way: position i passes each side's prefixItems[i], or that side's
+    // items past its prefix.
+    if (a.contains("prefixItems") || b.contains("prefixItems")) {
+      const Json none = Json::array();
+      const Json& pa = a.contains("prefixItems") ? a["prefixItems"] : none;
+      const Json& pb = b.contains("prefixItems") ? b["prefixItems"] : none;
+      const Json ia = a.value("items", Json(true)), ib = b.value("items", Json(true));
+      Json prefix = Json::array();
+      for (size_t i = 0; i < std::max(pa.size(), pb.size()); ++i) {
+        prefix.push_back(both(i < pa.size() ? pa[i] : ia, i < pb.size() ? pb[i] : ib));
+      }
+      out["prefixItems"] = prefix;
+      const Json items = both(ia, ib);
+      if (items == true) out.erase("items");
+      else out["items"] = items;
+    }
     for (const auto& kv : b.items()) {
       const std::string& k = kv.key();
       const Json& v = kv.value();
       if (k == "properties" || k == "additionalProperties" || kAnnotations.count(k) != 0) continue;
+      if ((k == "prefixItems" || k == "items") && out.contains("prefixItems")) continue;  // merged above
       if (!out.contains(k)) {
         out[k] = v;
         continue;
@@ -770,69 +787,15 @@ class Converter {
     return "(" + seq({"\"{\"", w, head, w, "\"}\""}) + ")";
   }
 
-  // A JSON string (with its quotes) that is none of `names`: a trie of the names' JSON spellings, each node a rule
-  // offering its children, any other character (then anything), or the closing quote where no name ends.
+  // A JSON string (with its quotes) that is none of `names` (choice.h builds the rules).
   std::string other_key(const std::vector<std::string>& names, const std::string& hint) {
-    struct Node {
-      std::map<std::string, size_t> children;  // unit (a character or an escape, as JSON text) -> node
-      bool terminal = false;
-    };
-    std::vector<Node> nodes(1);
-    for (const std::string& name : names) {
-      const std::string text = Json(name).dump(-1, ' ', false);
-      const std::string inner = text.substr(1, text.size() - 2);
-      size_t at = 0;
-      for (size_t i = 0; i < inner.size();) {
-        size_t len = inner[i] == '\\' ? (inner[i + 1] == 'u' ? 6 : 2) : 1;
-        if (inner[i] != '\\') {
-          const auto b = static_cast<unsigned char>(inner[i]);
-          len = b < 0x80 ? 1 : (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : 4;
-        }
-        const std::string unit = inner.substr(i, len);
-        i += len;
-        auto it = nodes[at].children.find(unit);
-        if (it == nodes[at].children.end()) {
-          nodes.push_back({});
-          it = nodes[at].children.emplace(unit, nodes.size() - 1).first;
-        }
-        at = it->second;
-      }
-      nodes[at].terminal = true;
+    const std::string prefix = unique_name(hint + "-key");
+    const auto rules = json_string_none_of(names, prefix, builtin("json-char"));
+    for (const auto& [name, body] : rules) {
+      used_.insert(name);
+      define(name, body);
     }
-    const std::string base = unique_name(hint + "-key");
-    const std::string rest = seq({builtin("json-char") + "*", "\"\\\"\""});
-    for (size_t n = nodes.size(); n-- > 0;) {
-      std::vector<std::string> alternatives;
-      if (!nodes[n].terminal) alternatives.push_back("\"\\\"\"");
-      std::vector<CodePointRange> raw = {{0x20, 0x21}, {0x23, 0x5B}, {0x5D, 0x10FFFF}};
-      bool escape_child = false;
-      for (const auto& [unit, child] : nodes[n].children) {
-        alternatives.push_back(seq({gbnf_literal(unit), base + "-" + std::to_string(child)}));
-        if (unit[0] == '\\') {
-          escape_child = true;
-          continue;
-        }
-        const uint32_t cp = decode_utf8(unit, "property name")[0];
-        std::vector<CodePointRange> cut;
-        for (const CodePointRange& r : raw) {
-          if (cp < r.first || cp > r.last) {
-            cut.push_back(r);
-            continue;
-          }
-          if (cp > r.first) cut.push_back({r.first, cp - 1});
-          if (cp < r.last) cut.push_back({cp + 1, r.last});
-        }
-        raw = cut;
-      }
-      alternatives.push_back(seq({gbnf_class(raw), rest}));
-      // NOTE: after a name's escaped character, other escapes are not offered (stricter, never looser).
-      if (!escape_child) alternatives.push_back(seq({"\"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )", rest}));
-      std::string body;
-      for (size_t i = 0; i < alternatives.size(); ++i) body += (i ? " | " : "") + alternatives[i];
-      used_.insert(base + "-" + std::to_string(n));
-      define(base + "-" + std::to_string(n), body);
-    }
-    return seq({"\"\\\"\"", base + "-0"});
+    return seq({"\"\\\"\"", rules.front().first});
   }
 
   std::string array(const Json& s, const std::string& ptr, int depth) {
@@ -888,7 +851,12 @@ class Converter {
 }  // namespace
 
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
-  return Converter(schema, options).run(&schema, "");
+  try {
+    return Converter(schema, options).run(&schema, "");
+  } catch (const nlohmann::json::exception& e) {
+    // NOTE: a keyword's value of a type check_keywords does not check; the input's fault, so a GrammarError.
+    throw GrammarError(std::string("JSON Schema: invalid schema: ") + e.what());
+  }
 }
 
 std::string json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaOptions& options) {

@@ -14,7 +14,7 @@
 // | $ref | "#" and "#/json/pointer" into the root schema (~0 ~1 and %XX decoded); recursion allowed; each target is one named rule. With sibling keywords: merged with them, as allOf (2019-09 semantics) |
 // | anyOf | alternation; sibling keywords are merged into each branch |
 // | oneOf | alternation, accepted only when its branches are provably disjoint (pairwise different types, different const/enum values, or a required property with different const/enum values in each branch); otherwise an error (use anyOf) |
-// | allOf | merged into one schema: type sets intersect, properties / required / additionalProperties combine exactly, bounds take the tighter value, enum/const intersect, equal values of the other keywords merge; anything else is an error naming allOf |
+// | allOf | merged into one schema: type sets intersect, properties / required / additionalProperties and prefixItems / items combine exactly, bounds take the tighter value, enum/const intersect, equal values of the other keywords merge; anything else is an error naming allOf |
 // | properties | emitted in the schema's order (see "key order"); a property whose schema is false may not appear |
 // | required | names beyond `properties` are required keys whose value matches additionalProperties (after the declared ones, in `required` order) |
 // | additionalProperties | true (the default), false or a schema; additional keys come after the declared ones, and may not be spelled like a declared key (compared as written: a declared name spelled with \u escapes is not recognised) |

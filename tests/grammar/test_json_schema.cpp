@@ -3,6 +3,8 @@
 // The official JSON Schema Test Suite runs separately (tests/grammar/json_schema_suite, ctest json_schema_suite).
 #include <doctest/doctest.h>
 
+#include <random>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/grammar/grammar.h"
@@ -242,6 +244,13 @@ b")"));
     CHECK(types.accepts("1"));
     CHECK(!types.accepts("1.5"));
     CHECK(!types.accepts(R"("a")"));
+    // items of one branch apply to every position of the other's prefixItems.
+    const Schema arrays(R"({"allOf":[{"prefixItems":[{"type":"integer"},{}]},{"items":{"minimum":5}},{"prefixItems":[{},{},{"type":"string"}]}]})");
+    CHECK(arrays.accepts("[5,6]"));
+    CHECK(!arrays.accepts("[4]"));
+    CHECK(!arrays.accepts("[5,4]"));
+    CHECK(arrays.accepts(R"([5,6,"s",7])"));
+    CHECK(!arrays.accepts(R"([5,6,7])"));
     CHECK(error_of(R"({"allOf":[{"pattern":"a"},{"pattern":"b"}]})") ==
           "allOf: cannot merge two different \"pattern\" at /allOf/1");
   }
@@ -388,6 +397,77 @@ b")"));
     CHECK(!accepts(object, "[1]"));
     CHECK(accepts(value, "[1]"));
     CHECK(accepts(value, "-1.5e3"));
+  }
+
+  TEST_CASE("random schemas: a grammar parse_gbnf takes, or a GrammarError, nothing else") {
+    std::mt19937 rng(99);
+    auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<unsigned>(n)); };
+    using Json = nlohmann::ordered_json;
+    std::function<Json(int)> gen = [&](int depth) -> Json {
+      if (depth > 3 || pick(5) == 0) {
+        const Json leaves[] = {Json::parse(R"({"type":"integer","minimum":-5,"exclusiveMaximum":70})"),
+                               Json::parse(R"({"type":"string","maxLength":3})"), Json::parse(R"({"enum":[1,"a",null]})"),
+                               Json::parse(R"({"type":"number","maximum":2.5})"), Json::parse(R"({"format":"date"})"),
+                               Json::parse(R"({"pattern":"^a+b?$"})"), Json(true), Json(false), Json::parse(R"({"const":[1]})"),
+                               Json::parse(R"({"$ref":"#"})"), Json::parse(R"({"type":["null","boolean"]})"), Json::object(),
+                               Json::parse(R"({"multipleOf":3})")};
+        return leaves[pick(13)];
+      }
+      Json s = Json::object();
+      switch (pick(6)) {
+        case 0:
+          s["type"] = "object";
+          s["properties"] = Json::object();
+          for (int i = 0, n = pick(4); i < n; ++i) s["properties"][std::string(1, char('a' + pick(4)))] = gen(depth + 1);
+          if (pick(2)) s["required"] = Json::array({"a", "c"});
+          if (pick(2)) s["additionalProperties"] = pick(2) ? Json(false) : gen(depth + 1);
+          break;
+        case 1:
+          s["items"] = gen(depth + 1);
+          if (pick(2)) s["prefixItems"] = Json::array({gen(depth + 1), gen(depth + 1)});
+          if (pick(2)) s["minItems"] = pick(3);
+          if (pick(2)) s["maxItems"] = pick(4);
+          break;
+        case 2:
+        case 3: {
+          const char* k[] = {"anyOf", "oneOf", "allOf"};
+          s[k[pick(3)]] = Json::array({gen(depth + 1), gen(depth + 1)});
+          if (pick(2)) s["type"] = pick(2) ? "object" : "integer";
+          break;
+        }
+        case 4:
+          s["$defs"] = Json{{"d", gen(depth + 1)}};
+          s["$ref"] = "#/$defs/d";
+          if (pick(2)) s["minimum"] = 1;
+          break;
+        default:
+          s = gen(depth + 1);
+          if (s.is_object()) s["title"] = "t";
+      }
+      return s;
+    };
+    int compiled = 0, refused = 0;
+    for (int round = 0; round < 400; ++round) {
+      const Json schema = gen(0);
+      std::string gbnf;
+      try {
+        gbnf = json_schema_to_gbnf(schema);
+      } catch (const GrammarError&) {
+        ++refused;
+        continue;
+      }
+      CAPTURE(schema.dump());
+      try {
+        parse_gbnf(gbnf);
+        ++compiled;
+      } catch (const GrammarError& e) {
+        // A schema that refers to itself before consuming anything ({"anyOf":[{"$ref":"#"}]}) is left
+        // recursive: the parser refuses it, and that is the only refusal allowed here.
+        CHECK(std::string(e.what()).find("left recursion") != std::string::npos);
+      }
+    }
+    CHECK(compiled > 100);
+    MESSAGE(compiled << " random schemas compiled, " << refused << " refused");
   }
 
   TEST_CASE("property order follows the schema text (ordered_json keeps it)") {
