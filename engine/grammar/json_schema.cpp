@@ -39,6 +39,15 @@ std::string pointer_child(const std::string& ptr, size_t index) { return ptr + "
   throw GrammarError(what + " at " + (ptr.empty() ? std::string("/") : ptr));
 }
 
+// A (sub)schema no instance can match. Absorbed where the value may be absent or another alternative remains (an
+// anyOf branch, one type of several, an optional property, a position of items); an error where it may not.
+struct Unsatisfiable : GrammarError {
+  using GrammarError::GrammarError;
+};
+[[noreturn]] void unsatisfiable(const std::string& what, const std::string& ptr) {
+  throw Unsatisfiable(what + " at " + (ptr.empty() ? std::string("/") : ptr));
+}
+
 bool only_annotations(const Json& s) {
   if (!s.is_object()) return false;
   return std::all_of(s.items().begin(), s.items().end(),
@@ -171,6 +180,22 @@ class Converter {
   void charge(size_t bytes) {
     produced_ += bytes;
     if (produced_ > 4 * options_.max_grammar_bytes) fail_size();
+  }
+
+  // f(), or nullopt when it finds its schema unsatisfiable; the rules it defined meanwhile are dropped.
+  template <class F>
+  std::optional<std::string> attempt(F&& f) {
+    const size_t num_rules = order_.size();
+    const auto ref_rules = ref_rules_;
+    try {
+      return f();
+    } catch (const Unsatisfiable& e) {
+      why_unsatisfiable_ = e.what();
+      for (size_t i = num_rules; i < order_.size(); ++i) rules_.erase(order_[i]);
+      order_.resize(num_rules);
+      ref_rules_ = ref_rules;
+      return std::nullopt;
+    }
   }
 
   std::string unique_name(std::string_view hint) {
@@ -366,13 +391,26 @@ class Converter {
     return merge(rest, inline_ref(target, target_ptr, depth + 1), ptr, depth + 1);
   }
 
+  Json flatten_all_of(const Json& s, const std::string& ptr, int depth) {
+    if (!s.is_object() || !s.contains("allOf")) return s;
+    if (depth > options_.max_depth) fail("allOf nesting deeper than " + std::to_string(options_.max_depth), ptr);
+    Json merged = s;
+    merged.erase("allOf");
+    for (size_t i = 0; i < s["allOf"].size(); ++i) {
+      merged = merge(merged, s["allOf"][i], pointer_child(pointer_child(ptr, "allOf"), i), depth + 1);
+    }
+    return merged;
+  }
+
   Json merge(const Json& a_in, const Json& b_in, const std::string& ptr, int depth) {
     if (a_in.is_boolean() || b_in.is_boolean()) return both(a_in, b_in);
     if (only_annotations(a_in)) return normalize(b_in);
     if (only_annotations(b_in)) return normalize(a_in);
     check_keywords(a_in, ptr);
     check_keywords(b_in, ptr);
-    const Json a = inline_ref(a_in, ptr, depth), b = inline_ref(b_in, ptr, depth);
+    // Nested allOf merged first, depth-first, so that properties keep the order they are written in.
+    const Json a = flatten_all_of(inline_ref(a_in, ptr, depth), ptr, depth);
+    const Json b = flatten_all_of(inline_ref(b_in, ptr, depth), ptr, depth);
     if (a.is_boolean() || b.is_boolean()) return both(a, b);
     Json out = a;
     // properties and additionalProperties together: a key must pass each side's property schema, or that side's
@@ -429,7 +467,7 @@ class Converter {
           if (bits & type_bit(name, ptr) & ~kNumber) list.push_back(name);
         }
         if (bits & kNumber) list.back() = "number";
-        if (bits == 0) fail("allOf: the types do not intersect", ptr);
+        if (bits == 0) unsatisfiable("allOf: the types do not intersect", ptr);
         out[k] = list;
       } else if (k == "required") {
         for (const Json& name : v) {
@@ -468,7 +506,7 @@ class Converter {
     if (depth > options_.max_depth) fail("schema nesting deeper than " + std::to_string(options_.max_depth), ptr);
     if (s_in.is_boolean()) {
       if (s_in.get<bool>()) return builtin("json-value");
-      fail("schema false matches nothing", ptr);
+      unsatisfiable("schema false matches nothing", ptr);
     }
     if (!s_in.is_object()) fail("a schema must be an object or a boolean", ptr);
     check_keywords(s_in, ptr);
@@ -495,12 +533,16 @@ class Converter {
       std::vector<std::string> alternatives;
       for (size_t i = 0; i < s[k].size(); ++i) {
         const std::string at = pointer_child(pointer_child(ptr, k), i);
-        if (s[k][i] == false) continue;
-        branches.push_back(merge(rest, s[k][i], at, depth + 1));
-        if (branches.back() == false) continue;
-        alternatives.push_back(visit(branches.back(), at, depth + 1));
+        Json branch = false;
+        const auto alternative = attempt([&] {
+          branch = merge(rest, s[k][i], at, depth + 1);
+          return visit(branch, at, depth + 1);
+        });
+        if (!alternative) continue;  // a branch nothing matches is no alternative (nor overlaps another)
+        branches.push_back(branch);
+        alternatives.push_back(*alternative);
       }
-      if (alternatives.empty()) fail(k + ": every branch is false", ptr);
+      if (alternatives.empty()) unsatisfiable(k + ": no branch can match", ptr);
       if (k == "oneOf" && !disjoint(branches, ptr, depth)) {
         fail("oneOf whose branches may overlap is not supported (exclusivity cannot be enforced; use anyOf)", ptr);
       }
@@ -600,7 +642,7 @@ class Converter {
       }
     }
     if (s.contains("enum") && s.contains("const") && std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) {
-      fail("const is not among enum's values: the schema matches nothing", ptr);
+      unsatisfiable("const is not among enum's values: the schema matches nothing", ptr);
     }
     std::vector<std::string> literals;
     for (const Json& v : values) {
@@ -609,7 +651,7 @@ class Converter {
       if (!passes_filters(v, s)) continue;
       literals.push_back(gbnf_literal(compact_json(v)));
     }
-    if (literals.empty()) fail("no enum/const value passes the schema's other keywords: it matches nothing", ptr);
+    if (literals.empty()) unsatisfiable("no enum/const value passes the schema's other keywords: it matches nothing", ptr);
     return gbnf_alternation(literals);
   }
 
@@ -637,14 +679,22 @@ class Converter {
   }
 
   std::string typed(const Json& s, const std::string& ptr, int depth) {
-    unsigned types = schema_types(s, ptr);
+    const unsigned types = schema_types(s, ptr);
     std::vector<std::string> alternatives;
     if (types & kNull) alternatives.push_back("\"null\"");
     if (types & kBool) alternatives.push_back("(\"true\" | \"false\")");
-    if (types & kObject) alternatives.push_back(object(s, ptr, depth));
-    if (types & kArray) alternatives.push_back(array(s, ptr, depth));
-    if (types & kString) alternatives.push_back(string(s, ptr));
-    if (types & (kInteger | kNumber)) alternatives.push_back(number(s, ptr, (types & kNumber) == 0));
+    // A type whose keywords leave it no instance drops out while another type remains.
+    std::string why;  // the first type's reason for having no instance
+    auto add = [&](auto&& make) {
+      const auto alternative = attempt([&] { return make(); });
+      if (alternative) alternatives.push_back(*alternative);
+      else if (why.empty()) why = why_unsatisfiable_;
+    };
+    if (types & kObject) add([&] { return object(s, ptr, depth); });
+    if (types & kArray) add([&] { return array(s, ptr, depth); });
+    if (types & kString) add([&] { return string(s, ptr); });
+    if (types & (kInteger | kNumber)) add([&] { return number(s, ptr, (types & kNumber) == 0); });
+    if (alternatives.empty()) throw Unsatisfiable(why);
     return gbnf_alternation(alternatives);
   }
 
@@ -701,7 +751,7 @@ class Converter {
     }
     if (!lengths) return builtin("json-string");
     const size_t lo = count(s, "minLength", 0, ptr), hi = count(s, "maxLength", kUnbounded, ptr);
-    if (lo > hi) fail("minLength above maxLength: no string matches", ptr);
+    if (lo > hi) unsatisfiable("minLength above maxLength: no string matches", ptr);
     return seq({"\"\\\"\"", repeat(builtin("json-char"), lo, hi), "\"\\\"\""});
   }
 
@@ -721,7 +771,9 @@ class Converter {
     try {
       return "(" + (integer ? integer_range_gbnf(bounds) : number_range_gbnf(bounds)) + ")";
     } catch (const GrammarError& e) {
-      fail(e.what(), ptr);
+      const std::string what = e.what();
+      if (what.find("empty") != std::string::npos || what.find("no integer") != std::string::npos) unsatisfiable(what, ptr);
+      fail(what, ptr);
     }
   }
 
@@ -745,16 +797,19 @@ class Converter {
       const bool req = required.count(kv.key()) != 0;
       declared.push_back(kv.key());
       if (kv.value() == false) {
-        if (req) fail("required property \"" + kv.key() + "\" has schema false: no object matches", at);
+        if (req) unsatisfiable("required property \"" + kv.key() + "\" has schema false: no object matches", at);
         continue;
       }
-      members.push_back({Json(kv.key()).dump(-1, ' ', false), visit(kv.value(), at, depth + 1), req});
+      // An optional property whose schema nothing matches may not appear, as if its schema were false.
+      const auto value = req ? std::optional<std::string>(visit(kv.value(), at, depth + 1))
+                             : attempt([&] { return visit(kv.value(), at, depth + 1); });
+      if (value) members.push_back({Json(kv.key()).dump(-1, ' ', false), *value, req});
     }
     if (s.contains("required")) {
       for (const Json& r : s["required"]) {
         const std::string name = r.get<std::string>();
         if (props.contains(name)) continue;
-        if (additional == false) fail("required property \"" + name + "\" is not allowed by additionalProperties false", ptr);
+        if (additional == false) unsatisfiable("required property \"" + name + "\" is not allowed by additionalProperties false", ptr);
         declared.push_back(name);
         members.push_back({Json(name).dump(-1, ' ', false), visit(additional, pointer_child(ptr, "additionalProperties"), depth + 1), true});
       }
@@ -765,7 +820,8 @@ class Converter {
     std::string extra;  // one additional member: a key that is no declared name, and its value
     if (additional != false) {
       const std::string key = declared.empty() ? builtin("json-string") : other_key(declared, hint);
-      extra = seq({key, w, "\":\"", w, visit(additional, pointer_child(ptr, "additionalProperties"), depth + 1)});
+      const auto value = attempt([&] { return visit(additional, pointer_child(ptr, "additionalProperties"), depth + 1); });
+      if (value) extra = seq({key, w, "\":\"", w, *value});
     }
     // tail: what may follow a member already written (each next member after a comma); head: the members when
     // none is written yet. Built from the end, one rule each, so the text grows linearly with the properties.
@@ -803,22 +859,29 @@ class Converter {
     const Json items = s.value("items", Json(true));
     const size_t min = count(s, "minItems", 0, ptr);
     size_t max = count(s, "maxItems", kUnbounded, ptr);
-    if (min > max) fail("minItems above maxItems: no array matches", ptr);
+    if (min > max) unsatisfiable("minItems above maxItems: no array matches", ptr);
     std::vector<std::string> elements;  // the prefix positions that can be reached
     for (size_t i = 0; i < prefix.size() && i < max; ++i) {
       if (prefix[i] == false) {
         max = i;
         break;
       }
-      elements.push_back(visit(prefix[i], pointer_child(pointer_child(ptr, "prefixItems"), i), depth + 1));
+      const auto element = attempt([&] { return visit(prefix[i], pointer_child(pointer_child(ptr, "prefixItems"), i), depth + 1); });
+      if (!element) {  // no value fits position i: the array ends before it
+        max = i;
+        break;
+      }
+      elements.push_back(*element);
     }
     const size_t k = elements.size();
-    if (items == false) max = std::min(max, k);
-    if (min > max) fail("minItems needs more items than items/prefixItems allow: no array matches", ptr);
+    std::string item;  // past the prefix; none when nothing matches items (then as items false)
+    if (max > k) {
+      if (const auto v = attempt([&] { return visit(items, pointer_child(ptr, "items"), depth + 1); })) item = "(" + *v + ")";
+    }
+    if (item.empty()) max = std::min(max, k);
+    if (min > max) unsatisfiable("minItems needs more items than items/prefixItems allow: no array matches", ptr);
     const std::string w = ws();
     const std::string sep = seq({w, "\",\"", w});
-    std::string item;
-    if (max > k) item = "(" + visit(items, pointer_child(ptr, "items"), depth + 1) + ")";
     const size_t tail_lo = min > k ? min - k : 0, tail_hi = max == kUnbounded ? kUnbounded : max - k;
     std::string body;
     if (k == 0) {
@@ -846,6 +909,7 @@ class Converter {
   std::set<std::string> building_;               // builtins being defined (they refer to each other)
   std::map<std::string, std::string> ref_rules_; // target pointer -> rule name
   size_t produced_ = 0;
+  std::string why_unsatisfiable_;                // the message of the last Unsatisfiable that attempt() absorbed
 };
 
 }  // namespace

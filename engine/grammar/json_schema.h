@@ -29,7 +29,11 @@
 // | multipleOf not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas minProperties maxProperties contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
 //
 // Key order: properties appear in the schema's order (a schema parsed with nlohmann::json instead of ordered_json
-// has them alphabetically); an instance with another order is rejected. Numbers: unbounded ones in any JSON form,
+// has them alphabetically); merged schemas list a schema's own properties, then its allOf branches' depth-first,
+// then its $ref target's, then an anyOf/oneOf branch's; an instance with another order is rejected.
+// A subschema no value can match (minLength > maxLength, an empty range, a required property with schema false,
+// ...) drops out where the value may be absent or another alternative remains (one type of several, an anyOf
+// branch, an optional property, an array position); elsewhere it is a GrammarError. Numbers: unbounded ones in any JSON form,
 // integers without fraction or exponent. Strings: any escapes, except as the pattern row says.
 #pragma once
 

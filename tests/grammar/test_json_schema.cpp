@@ -159,8 +159,28 @@ b")"));
     CHECK(s.accepts(R"({"a":1,"z":false,"q":true})"));
     CHECK(!s.accepts(R"({"a":1})"));
     CHECK(!s.accepts(R"({"z":1})"));
-    CHECK(error_of(R"({"required":["z"],"additionalProperties":false})") ==
+    CHECK(error_of(R"({"type":"object","required":["z"],"additionalProperties":false})") ==
           "required property \"z\" is not allowed by additionalProperties false at /");
+  }
+
+  TEST_CASE("a subschema nothing matches drops out where it may: a type, an anyOf branch, an optional member") {
+    const Schema other_types(R"({"required":["z"],"additionalProperties":false})");  // no object, all else
+    CHECK(other_types.accepts("1"));
+    CHECK(other_types.accepts(R"("s")"));
+    CHECK(!other_types.accepts("{}"));
+    CHECK(!other_types.accepts(R"({"z":1})"));
+    const Schema branch(R"({"anyOf":[{"type":"string","minLength":3,"maxLength":1},{"type":"integer"}]})");
+    CHECK(branch.accepts("1"));
+    CHECK(!branch.accepts(R"("abc")"));
+    const Schema member(R"({"properties":{"a":{"type":"integer","minimum":5,"maximum":1},"b":{}}})");
+    CHECK(member.accepts(R"({"b":1})"));
+    CHECK(!member.accepts(R"({"a":1})"));
+    const Schema position(R"({"prefixItems":[{"type":"integer"},{"enum":[1],"type":"string"}]})");
+    CHECK(position.accepts("[1]"));
+    CHECK(!position.accepts("[1,1]"));
+    const Schema overlap_gone(R"({"oneOf":[{"type":"integer"},{"type":"integer","minimum":3,"maximum":2}]})");
+    CHECK(overlap_gone.accepts("7"));
+    CHECK(error_of(R"({"anyOf":[{"type":"integer","minimum":3,"maximum":2},false]})") == "anyOf: no branch can match at /");
   }
 
   TEST_CASE("items, prefixItems, minItems, maxItems: every length") {

@@ -16,6 +16,7 @@ const addFormats = require('ajv-formats');
 const [outPath, leftOutPath] = process.argv.slice(2);
 const Ajv2020 = require('ajv/dist/2020');
 const { default: extraGroups } = await import('./extra_cases.mjs');
+const { default: randomGroups } = await import('./random_cases.mjs');
 const suiteDir = path.join(path.dirname(require.resolve('json-schema-test-suite/package.json')), 'tests', 'draft4');
 
 // engine/grammar/json_schema.h's table: supported keywords, annotations, and the containers of definitions.
@@ -86,57 +87,98 @@ function resolve(ref, root) {
   return at;
 }
 
-// The declared property names of `schema` in the order the grammar writes them: its own properties, then those
-// of its allOf branches and $ref target (merged in that order), then required names not declared.
-function propertyOrder(schema, root, depth = 0) {
-  if (depth > 20 || schema === null || typeof schema !== 'object') return [];
-  const names = [];
-  const add = (list) => { for (const n of list) if (!names.includes(n)) names.push(n); };
-  if (schema.$ref) {
-    const target = resolve(schema.$ref, root);
-    const rest = Object.keys(schema).filter((k) => k !== '$ref' && !ANNOTATIONS.has(k));
-    if (rest.length === 0) return propertyOrder(target, root, depth + 1);
-    add(Object.keys(schema.properties || {}));
-    add(propertyOrder(target, root, depth + 1));
-  } else {
-    add(Object.keys(schema.properties || {}));
-  }
-  for (const branch of schema.allOf || []) add(propertyOrder(branch, root, depth + 1));
-  add(schema.required || []);
-  return names;
+function deepEqual(a, b) {
+  if (a === b) return true;
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a), kb = Object.keys(b);
+  return ka.length === kb.length && ka.every((k) => k in b && deepEqual(a[k], b[k]));
 }
 
-// The instance with every object's keys in the grammar's order; `schema` guides it where it can.
-function reorder(value, schema, root, depth = 0) {
+const escapeToken = (t) => encodeURIComponent(String(t).replace(/~/g, '~0').replace(/\//g, '~1'));
+
+// The instance with every object's keys in the grammar's order: the declared properties of the schemas that
+// apply, in the order the compiler merges them (a schema's own, then its allOf branches' depth-first, then its
+// $ref target's; then those of the anyOf/oneOf branch the value belongs to, which ajv picks through
+// `ctx.valid(ptr, value)`),
+// then `required` names none declares, then the other keys as they were. A value equal to an enum/const value
+// takes that value's order (the grammar writes enum values as the schema has them). `parts`: [schema, JSON
+// pointer] pairs that all apply to `value`.
+function reorder(value, parts, ctx, depth = 0) {
   if (depth > 50 || value === null || typeof value !== 'object') return value;
-  while (schema && typeof schema === 'object' && schema.$ref && Object.keys(schema).length === 1) {
-    schema = resolve(schema.$ref, root);
+  const applied = [];   // [schema, pointer] in merge order
+  const choices = [];   // [anyOf/oneOf list, its pointer]
+  const gather = (schema, ptr, d) => {
+    if (d > 20 || schema === null || typeof schema !== 'object') return;
+    applied.push([schema, ptr]);
+    (schema.allOf || []).forEach((b, i) => gather(b, `${ptr}/allOf/${i}`, d + 1));
+    if (schema.$ref) {
+      const tptr = decodeURIComponent(schema.$ref.slice(1)).split('/').slice(1).map(escapeToken).map((t) => '/' + t).join('');
+      gather(resolve(schema.$ref, ctx.root), tptr, d + 1);
+    }
+    for (const k of ['anyOf', 'oneOf']) if (schema[k]) choices.push([schema[k], `${ptr}/${k}`]);
+  };
+  for (const [schema, ptr] of parts) gather(schema, ptr, 0);
+  for (let c = 0; c < choices.length; c++) {  // grows as chosen branches bring their own anyOf
+    const [list, ptr] = choices[c];
+    const i = list.findIndex((b, i) => ctx.valid(`${ptr}/${i}`, value));
+    if (i >= 0) gather(list[i], `${ptr}/${i}`, 0);
   }
-  const s = schema && typeof schema === 'object' ? schema : {};
-  const branches = [...(s.anyOf || []), ...(s.oneOf || [])];
+  for (const [schema] of applied) {
+    const literals = [...(schema.enum || []), ...('const' in schema ? [schema.const] : [])];
+    const literal = literals.find((v) => deepEqual(v, value));
+    if (literal !== undefined) return literal;
+  }
   if (Array.isArray(value)) {
     return value.map((v, i) => {
-      const sub = Array.isArray(s.items) ? (i < s.items.length ? s.items[i] : s.additionalItems) : s.items;
-      return reorder(v, sub, root, depth + 1);
+      const sub = [];
+      for (const [p, pp] of applied) {
+        if (Array.isArray(p.items)) {
+          if (i < p.items.length) sub.push([p.items[i], `${pp}/items/${i}`]);
+          else if (p.additionalItems) sub.push([p.additionalItems, `${pp}/additionalItems`]);
+        } else if (p.prefixItems && i < p.prefixItems.length) {
+          sub.push([p.prefixItems[i], `${pp}/prefixItems/${i}`]);
+        } else if (p.items) {
+          sub.push([p.items, `${pp}/items`]);
+        }
+      }
+      return reorder(v, sub, ctx, depth + 1);
     });
   }
-  let order = propertyOrder(s, root);
-  // anyOf/oneOf: the order of the first branch that declares one of the instance's keys.
-  for (const b of branches) {
-    const o = propertyOrder(b, root);
-    if (o.some((k) => k in value)) {
-      order = [...order, ...o.filter((k) => !order.includes(k))];
-      break;
-    }
+  const declared = [], required = [];
+  for (const [p] of applied) {
+    for (const k of Object.keys(p.properties || {})) if (!declared.includes(k)) declared.push(k);
+    for (const k of p.required || []) if (!required.includes(k)) required.push(k);
   }
-  const out = {};
+  const order = [...declared, ...required.filter((k) => !declared.includes(k))];
   const keys = [...order.filter((k) => k in value), ...Object.keys(value).filter((k) => !order.includes(k))];
+  const out = {};
   for (const k of keys) {
-    const sub = (s.properties && k in s.properties) ? s.properties[k]
-      : (typeof s.additionalProperties === 'object' ? s.additionalProperties : undefined);
-    out[k] = reorder(value[k], sub, root, depth + 1);
+    const sub = [];
+    for (const [p, pp] of applied) {
+      if (p.properties && k in p.properties) sub.push([p.properties[k], `${pp}/properties/${escapeToken(k)}`]);
+      else if (p.additionalProperties && typeof p.additionalProperties === 'object') sub.push([p.additionalProperties, `${pp}/additionalProperties`]);
+    }
+    out[k] = reorder(value[k], sub, ctx, depth + 1);
   }
   return out;
+}
+
+// ajv for one group: `valid(ptr, value)` validates against the subschema at `ptr` (refs resolve in the group's
+// schema, added under a private id).
+function context(AjvClass, schema) {
+  const ajv = new AjvClass({ strict: false, validateSchema: false });
+  addFormats(ajv);
+  if (typeof schema === 'object') ajv.addSchema(schema, 'http://inflight.invalid/group.json');
+  const cache = new Map();
+  return {
+    root: schema,
+    valid(ptr, value) {
+      if (!cache.has(ptr)) cache.set(ptr, ajv.getSchema(`http://inflight.invalid/group.json#${ptr}`));
+      const v = cache.get(ptr);
+      return v ? Boolean(v(value)) : false;
+    },
+  };
 }
 
 const ajv = new Ajv({ strict: false, allErrors: false, validateSchema: false });
@@ -147,14 +189,16 @@ const cases = [];
 const ajv2020 = new Ajv2020({ strict: false });
 addFormats(ajv2020);
 let extra = 0;
-for (const group of extraGroups) {
-  const key = `extra_cases.mjs: ${group.description}`;
+for (const group of [...extraGroups, ...randomGroups]) {
+  const key = `${group.may_refuse ? 'random_cases.mjs' : 'extra_cases.mjs'}: ${group.description}`;
   const why = unsupported(group.schema, '');
   if (why) throw new Error(`${key} uses ${why}: the extra cases must be supported`);
   const validate = ajv2020.compile(group.schema);
+  const ctx = context(Ajv2020, group.schema);
   for (const test of group.tests) {
-    const text = JSON.stringify(reorder(test.data, group.schema, group.schema));
-    cases.push({ group: key, description: test.description, schema: group.schema, instance: text, valid: validate(JSON.parse(text)) });
+    const text = JSON.stringify(reorder(test.data, [[group.schema, '']], ctx));
+    cases.push({ group: key, description: test.description, schema: group.schema, instance: text,
+      valid: validate(JSON.parse(text)), may_refuse: Boolean(group.may_refuse) });
     extra++;
   }
 }
@@ -174,8 +218,9 @@ for (const file of files) {
       continue;
     }
     const validate = ajv.compile(group.schema);
+    const ctx = context(Ajv, group.schema);
     for (const test of group.tests) {
-      const text = JSON.stringify(reorder(test.data, group.schema, group.schema));
+      const text = JSON.stringify(reorder(test.data, [[group.schema, '']], ctx));
       const valid = validate(JSON.parse(text));
       if (valid !== test.valid) {
         disagreements++;
@@ -188,4 +233,4 @@ for (const file of files) {
 }
 fs.writeFileSync(outPath, JSON.stringify(cases));
 fs.writeFileSync(leftOutPath, leftOut.join('\n') + '\n');
-console.log(`official suite (draft 4): ${kept} cases kept, ${leftOutTests} left out (${leftOut.length} groups), ${disagreements} ajv/suite disagreements; extra cases (2020-12): ${extra}`);
+console.log(`official suite (draft 4): ${kept} cases kept, ${leftOutTests} left out (${leftOut.length} groups), ${disagreements} ajv/suite disagreements; extra and random cases (2020-12): ${extra}`);

@@ -11,6 +11,6 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 . "$here/../../npm_workdir.sh"
 npm_workdir "$here" "$work" json-schema-test-suite "the JSON Schema Test Suite check"
-cp "$here/make_cases.mjs" "$here/extra_cases.mjs" "$work/"
+cp "$here/make_cases.mjs" "$here/extra_cases.mjs" "$here/random_cases.mjs" "$work/"
 (cd "$work" && node make_cases.mjs "$work/cases.json" "$work/left_out.txt")
 "$check" "$work/cases.json"
