@@ -13,6 +13,7 @@ namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr uint32_t kMaxRepetitionBound = 100'000;
+constexpr int kMaxGroupDepth = 1000;  // nested ( ): the parser recurses once per level
 
 using Sequence = std::vector<Element>;
 
@@ -48,10 +49,11 @@ class GrammarBuilder {
     }
     for (const RuleDraft& r : rules_)
       if (!r.defined) throw error_at(r.first_reference, "undefined rule '" + r.name + "'");
-    name_helpers();
     auto root = ids_.find(std::string(root_name_));
     if (root == ids_.end()) throw GrammarError("no rule named '" + std::string(root_name_) + "' (the start rule)");
     root_ = root->second;
+    factor_alternatives();
+    name_helpers();
     compute_nullable();
     check_left_recursion();
     return flatten();
@@ -339,6 +341,8 @@ class GrammarBuilder {
       return {class_element({{0, kMaxCodePoint}}, false)};
     }
     if (c == '(') {
+      if (depth >= kMaxGroupDepth)
+        throw error_at(start, "groups nested too deep (the limit is " + std::to_string(kMaxGroupDepth) + ")");
       ++pos_;
       std::vector<Sequence> alternatives = parse_alternatives(base, depth + 1);
       if (peek() != ')') throw expected("')' closing the group at " + line_column(start));
@@ -420,6 +424,49 @@ class GrammarBuilder {
       out.push_back(Element{ElementKind::kRule, inner});
     }
     return out;
+  }
+
+  // ---- left factoring ----
+  // Alternatives of a rule that begin with the same terminal share it: `a ::= "x" t1 | "x" t2 | u` becomes
+  // `a ::= "x" a-N | u` with `a-N ::= t1 | t2`, down the rule's shared prefixes. The language is the same, but a
+  // long flat alternation (a choice list of 50k strings) no longer starts 50k parses at once: its first step
+  // fans out to at most one parse per distinct first character. Terminals only, so no new left recursion (no
+  // rule begins with a new helper).
+  void factor_alternatives() {
+    std::vector<int> pending;
+    for (int r = 0; r < int(rules_.size()); ++r) pending.push_back(r);
+    while (!pending.empty()) {
+      const int r = pending.back();
+      pending.pop_back();
+      if (rules_[size_t(r)].alternatives.size() < 2) continue;
+      std::vector<Sequence> alternatives = std::move(rules_[size_t(r)].alternatives);
+      std::map<int32_t, std::vector<size_t>> by_first;  // class index -> alternatives beginning with it
+      for (size_t i = 0; i < alternatives.size(); ++i)
+        if (!alternatives[i].empty() && alternatives[i][0].kind == ElementKind::kClass)
+          by_first[alternatives[i][0].value].push_back(i);
+      std::vector<Sequence> factored;
+      for (size_t i = 0; i < alternatives.size(); ++i) {
+        if (alternatives[i].empty() || alternatives[i][0].kind != ElementKind::kClass) {
+          factored.push_back(std::move(alternatives[i]));
+          continue;
+        }
+        const std::vector<size_t>& group = by_first[alternatives[i][0].value];
+        if (group.size() == 1) {
+          factored.push_back(std::move(alternatives[i]));
+          continue;
+        }
+        if (group[0] != i) continue;  // moved with its group's first
+        const Element first = alternatives[i][0];
+        std::vector<Sequence> tails;
+        for (const size_t j : group) tails.emplace_back(alternatives[j].begin() + 1, alternatives[j].end());
+        const std::string base = rules_[size_t(r)].helper_of.empty() ? rules_[size_t(r)].name : rules_[size_t(r)].helper_of;
+        const int helper = new_helper(base, rules_[size_t(r)].where);
+        rules_[size_t(helper)].alternatives = std::move(tails);
+        factored.push_back(Sequence{first, Element{ElementKind::kRule, helper}});
+        pending.push_back(helper);
+      }
+      rules_[size_t(r)].alternatives = std::move(factored);
+    }
   }
 
   // ---- checks ----

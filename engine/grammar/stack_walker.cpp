@@ -62,6 +62,7 @@ ClassStep step_class(const CharClass& c, uint32_t partial, uint8_t byte) {
 void StackWalker::reset(const Grammar& grammar) {
   grammar_ = &grammar;
   nodes_.clear();
+  work_.clear();  // a walk cut short by a GrammarError leaves its pending nodes
   stamps_.clear();
   generation_ = 1;
   // A table grown by one huge walk is not kept for every later small one.

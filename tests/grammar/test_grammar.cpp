@@ -3,6 +3,8 @@
 // limits, and compile_cached.
 #include <doctest/doctest.h>
 
+#include <random>
+
 #include "engine/grammar/grammar.h"
 #include "grammar_test_support.h"
 
@@ -87,6 +89,41 @@ TEST_SUITE("grammar parser") {
     std::string many = "root ::=";
     for (int i = 0; i < 11; ++i) many += " \"x\"{100000}";
     CHECK(error_of(many).find("grammar too large: more than 1000000 elements after expanding repetitions") == 0);
+  }
+
+  TEST_CASE("groups nested past the limit are refused, not a stack overflow") {
+    const std::string deep = "root ::= " + std::string(5000, '(') + "\"a\"" + std::string(5000, ')');
+    CHECK(error_of(deep) == "groups nested too deep (the limit is 1000) at 1:1010");
+    const std::string fine = "root ::= " + std::string(500, '(') + "\"a\"" + std::string(500, ')');
+    CHECK(matches(fine, "a"));
+  }
+
+  TEST_CASE("alternatives sharing their first characters are factored: a long choice list starts few parses") {
+    std::vector<std::string> words;
+    std::string gbnf = "root ::= ";
+    for (int i = 0; i < 30000; ++i) {
+      words.push_back("w" + std::to_string(i * 7919 % 100000));
+      gbnf += (i ? " | \"" : "\"") + words.back() + "\"";
+    }
+    gbnf += " | \"w1\" \"x\" | \"w\"";
+    const auto g = parse_gbnf(gbnf);
+    test::Matcher m(g, bytes_vocab());
+    CHECK(m.num_stacks() == 1);  // all begin with 'w'
+    CHECK(m.accept_bytes("w"));
+    CHECK(m.can_end());  // "w" itself
+    CHECK(m.num_stacks() == 10);  // a digit next
+    for (const std::string& w : {words[0], words[123], words[29999], std::string("w1x")}) {
+      CAPTURE(w);
+      CHECK(matches(gbnf, w));
+    }
+    CHECK(!matches(gbnf, "w1y"));
+    CHECK(!matches(gbnf, "x"));
+    // The same language as without factoring, e.g. duplicates and a prefix of another alternative.
+    CHECK(matches("root ::= \"ab\" | \"ab\" | \"a\" | \"abc\" [d-e]* | [a-b] \"z\"", "ab"));
+    CHECK(matches("root ::= \"ab\" | \"ab\" | \"a\" | \"abc\" [d-e]* | [a-b] \"z\"", "abcde"));
+    CHECK(matches("root ::= \"ab\" | \"ab\" | \"a\" | \"abc\" [d-e]* | [a-b] \"z\"", "bz"));
+    CHECK(matches("root ::= \"ab\" | \"ab\" | \"a\" | \"abc\" [d-e]* | [a-b] \"z\"", "az"));
+    CHECK(!matches("root ::= \"ab\" | \"ab\" | \"a\" | \"abc\" [d-e]* | [a-b] \"z\"", "abz"));
   }
 
   TEST_CASE("the IR: rules, helper rules for groups and repetitions, shared classes") {
@@ -180,6 +217,35 @@ name ::= [A-Z] [a-z]*
       CHECK(matches(test::json_gbnf(), doc));
     }
     CHECK(!matches(printed, "{\"a\" 1}"));
+  }
+
+  TEST_CASE("random text: parse_gbnf either builds a grammar or throws GrammarError; what it builds prints and matches") {
+    const std::vector<std::string> pieces = {"root", " ::= ", "a", "b", "x", " ", "\n", "|", "(", ")", "*", "+", "?",
+                                             "{2}", "{1,3}", "{,2}", "{2,}", "\"", "\"ab\"", "[a-c]", "[^x]", ".",
+                                             "\\", "\\x41", "#c\n", "\nx ::= ", "\na ::= ", "\"\"", "[", "]", "-",
+                                             "\xC3\xA9", "{", "}", ",", "::="};
+    std::mt19937 rng(17);
+    int num_parsed = 0;
+    for (int i = 0; i < 8000; ++i) {
+      std::string text = rng() % 4 ? "root ::= " : "";
+      for (int n = 1 + int(rng() % 12); n > 0; --n) text += pieces[rng() % pieces.size()];
+      CAPTURE(text);
+      std::shared_ptr<const engine::grammar::Grammar> g;
+      try {
+        g = parse_gbnf(text);
+      } catch (const GrammarError&) {
+        continue;
+      }
+      ++num_parsed;
+      const auto again = parse_gbnf(g->to_gbnf());
+      for (const char* input : {"", "a", "ab", "abab", "x", "\xC3\xA9"}) {
+        test::Matcher m1(g, bytes_vocab()), m2(again, bytes_vocab());
+        const bool a1 = m1.accept_bytes(input), a2 = m2.accept_bytes(input);
+        CHECK(a1 == a2);
+        CHECK((a1 && m1.can_end()) == (a2 && m2.can_end()));
+      }
+    }
+    CHECK(num_parsed > 100);
   }
 
   TEST_CASE("a start rule other than root") {
