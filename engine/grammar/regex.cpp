@@ -583,6 +583,31 @@ std::optional<std::string> fraction_at_most(const std::string& d, size_t i, bool
   return gbnf_alternation(alts);
 }
 
+// Fraction digits from position i on, the digits before i equal to both bounds' (missing digits are zeros):
+// 0.F within [0.L, 0.U] (ends exclusive as asked); nullopt when none.
+std::optional<std::string> fraction_between(const std::string& l, bool lx, const std::string& u, bool ux, size_t i) {
+  const char lo = i < l.size() ? l[i] : '0', hi = i < u.size() ? u[i] : '0';
+  if (i >= l.size() && i >= u.size()) {  // L == U: only zeros may follow, and only if both ends are inclusive
+    return lx || ux ? std::nullopt : std::optional<std::string>("\"0\"*");
+  }
+  std::vector<std::string> alts;
+  // F ends here: its value is the common prefix, which is L when L has no more digits; it is below U, since U
+  // still has a non-zero digit.
+  const bool may_end = i > 0 && i >= l.size() && !lx;
+  if (lo == hi) {
+    if (const auto rest = fraction_between(l, lx, u, ux, i + 1)) alts.push_back(seq_of(digit_class(lo, lo), *rest));
+  } else {
+    // lo < hi: past this digit only one bound still binds.
+    alts.push_back(seq_of(digit_class(lo, lo), i + 1 >= l.size() ? (lx ? "[0-9]* [1-9] [0-9]*" : "[0-9]*")
+                                                                 : fraction_at_least(l, i + 1, lx)));
+    if (hi - lo > 1) alts.push_back(digit_class(static_cast<char>(lo + 1), static_cast<char>(hi - 1)) + " [0-9]*");
+    if (const auto rest = fraction_at_most(u, i + 1, ux)) alts.push_back(seq_of(digit_class(hi, hi), *rest));
+  }
+  if (may_end) alts.push_back("");
+  if (alts.empty() || (alts.size() == 1 && alts[0].empty())) return may_end ? std::optional<std::string>("") : std::nullopt;
+  return gbnf_alternation(alts);
+}
+
 // Non-negative numbers I[.F] in [lower, upper] (no upper: unbounded).
 std::string positive_range(const Decimal& lower, const std::optional<Decimal>& upper) {
   const std::string any_fraction = "( \".\" [0-9]+ )?";
@@ -606,13 +631,16 @@ std::string positive_range(const Decimal& lower, const std::optional<Decimal>& u
     }
     alts.push_back(seq_of(li, at_least()));
     if (const auto f = at_most()) alts.push_back(seq_of("\"" + std::to_string(upper->integer) + "\"", *f));
-  } else {
-    if (!lower.fraction.empty() || lower.exclusive) {
-      throw GrammarError("a number range within one integer with fractional bounds is not supported");
+  } else {  // one integer part: the fraction between both bounds
+    const std::string& l = lower.fraction;
+    const std::string& u = upper->fraction;
+    std::vector<std::string> fractions;
+    if (l.empty() && !lower.exclusive && (!u.empty() || !upper->exclusive)) fractions.push_back("");  // no '.'
+    if (const auto f = fraction_between(l, lower.exclusive, u, upper->exclusive, 0)) {
+      fractions.push_back("\".\" " + *f);
     }
-    const auto f = at_most();
-    if (!f) throw GrammarError("the numeric range is empty");
-    alts.push_back(seq_of(li, *f));
+    if (fractions.empty()) throw GrammarError("the numeric range is empty");
+    alts.push_back(seq_of(li, gbnf_alternation(fractions)));
   }
   return gbnf_alternation(alts);
 }

@@ -42,9 +42,8 @@ std::string regex_to_gbnf(std::string_view pattern, const RegexOptions& options 
 // Decimal number ranges, the other regular languages JSON Schema needs (`minimum` and friends). Each returns one
 // GBNF expression (no rules of its own) for the JSON numbers in the range: integers as `-?(0|[1-9][0-9]*)`,
 // numbers as that with an optional `.digits` (no exponent). Exact: every accepted text's value is in the range
-// and every value in it is accepted in some form. Bounds are the schema's doubles, at most 1e18 in magnitude;
-// a number range whose bounds share an integer part and both have fractions is refused. An empty range, or a
-// bound beyond 1e18, is a GrammarError.
+// and every value in it is accepted in some form. Bounds are the schema's doubles, at most 1e18 in magnitude, as
+// the decimals JavaScript prints for them (0.1 is 0.1). An empty range, or a bound beyond 1e18, is a GrammarError.
 struct NumberBounds {
   std::optional<double> minimum, maximum;                      // inclusive
   std::optional<double> exclusive_minimum, exclusive_maximum;  // exclusive

@@ -280,7 +280,11 @@ TEST_SUITE("decimal ranges") {
         {1.0, 2.0, std::nullopt, std::nullopt},            {-3.0, -1.0, std::nullopt, std::nullopt},
         {std::nullopt, 0.0, std::nullopt, std::nullopt},   {std::nullopt, std::nullopt, std::nullopt, 0.0},
         {0.05, 12.125, std::nullopt, std::nullopt},        {std::nullopt, std::nullopt, -12.5, -0.05},
-        {2.0, 2.0, std::nullopt, std::nullopt},            {-0.0001, 0.0001, std::nullopt, std::nullopt}};
+        {2.0, 2.0, std::nullopt, std::nullopt},            {-0.0001, 0.0001, std::nullopt, std::nullopt},
+        {1.25, 1.5, std::nullopt, std::nullopt},           {std::nullopt, std::nullopt, 0.1, 0.9},
+        {-0.9, std::nullopt, std::nullopt, -0.1},          {0.0, std::nullopt, std::nullopt, 0.5},
+        {2.5, 2.5, std::nullopt, std::nullopt},            {std::nullopt, 7.125, 7.0, std::nullopt},
+        {0.05, 0.055, std::nullopt, std::nullopt},         {std::nullopt, std::nullopt, 3.1, 3.12}};
     std::vector<std::string> texts;
     for (int i = -1300; i <= 1300; ++i) {
       char buf[32];
@@ -291,7 +295,10 @@ TEST_SUITE("decimal ranges") {
       std::snprintf(buf, sizeof buf, "%.3f", i / 1000.0 + 0.0005);
       texts.push_back(buf);
     }
-    for (const char* t : {"0", "-0", "0.0001", "-0.0001", "0.00010", "0.00011", "2.0", "2.000", "2.001", "1.999",
+    for (const char* t : {"1.25", "1.250", "1.2501", "1.2499", "1.5", "1.50", "1.5001", "0.1", "0.10", "0.1001", "0.9",
+                          "0.8999", "-0.1", "-0.9", "-0.90", "-0.9001", "7", "7.0", "7.00001", "7.125", "7.1251",
+                          "0.05", "0.055", "0.0550", "0.0551", "0.0549", "3.1", "3.10", "3.1001", "3.12", "3.119",
+                          "2.5", "2.50", "2.5001", "0", "-0", "0.0001", "-0.0001", "0.00010", "0.00011", "2.0", "2.000", "2.001", "1.999",
                           "3.75", "3.750", "3.7501", "-2.25", "-2.2500", "-2.2501", "12.125", "12.1251", "0.05",
                           "0.0499", "-0.05", "-0.050", "-12.5", "-12.50", "-12.49"}) {
       texts.push_back(t);
@@ -323,10 +330,10 @@ TEST_SUITE("decimal ranges") {
     empty.exclusive_maximum = 5;
     CHECK_THROWS_AS(number_range_gbnf(empty), GrammarError);
     CHECK_THROWS_AS(integer_range_gbnf(empty), GrammarError);
-    NumberBounds within;  // one integer part, fractions on both sides
-    within.minimum = 1.25;
-    within.maximum = 1.5;
-    CHECK_THROWS_AS(number_range_gbnf(within), GrammarError);
+    NumberBounds point;  // one value, an end exclusive
+    point.minimum = 1.25;
+    point.exclusive_maximum = 1.25;
+    CHECK_THROWS_AS(number_range_gbnf(point), GrammarError);
   }
 
   TEST_CASE("js_number writes numbers as JSON.stringify does") {
