@@ -107,7 +107,7 @@ std::shared_ptr<const Grammar> parse_gbnf(std::string_view text, std::string_vie
 
 // parse_gbnf(gbnf_text) through a process-wide cache keyed by the text (root rule `root`): thread-safe, least
 // recently used first out past kGrammarCacheEntries. A text that fails to parse throws each time.
-inline constexpr size_t kGrammarCacheEntries = 256;
+inline constexpr size_t kGrammarCacheEntries = 64;  // each also keeps its mask caches (up to 16 MiB per vocabulary)
 std::shared_ptr<const Grammar> compile_cached(std::string_view gbnf_text);
 
 }  // namespace inflight::engine::grammar

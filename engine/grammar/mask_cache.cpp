@@ -54,22 +54,28 @@ size_t MaskCache::num_entries() const {
   return entries_.size();
 }
 
-std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, MaskKey key) {
+size_t MaskCache::num_bytes() const {
+  std::lock_guard lock(mutex_);
+  return bytes_;
+}
+
+std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key) {
   bool full = false;
   {
     std::lock_guard lock(mutex_);
     if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    if (entries_.size() >= max_entries_) {
-      if (key[0] != 0) full = true;  // inside a character: computed, not kept
-      else key = {0, key[1], kOpen};
-      if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+    if (bytes_ >= max_bytes_) {
+      if (auto it = entries_.find(MaskKey{key[0], key[1], kOpen}); it != entries_.end()) return it->second;
+      full = true;
     }
   }
   // Computed outside the lock (a walk over the whole vocabulary); a racing computation gives the same entry.
   auto entry = std::make_shared<const PositionMask>(compute_position_mask(grammar, vocab, key));
   if (full) return entry;
   std::lock_guard lock(mutex_);
-  return entries_.try_emplace(std::move(key), std::move(entry)).first->second;
+  auto [it, inserted] = entries_.try_emplace(key, std::move(entry));
+  if (inserted) bytes_ += it->second->num_bytes();
+  return it->second;
 }
 
 std::shared_ptr<MaskCache> MaskCache::of(const Grammar& grammar, const std::shared_ptr<const TokenVocab>& vocab) {

@@ -11,8 +11,7 @@
 // XGrammar keys by the top position alone; a key of one position is blind past the end of a small rule (in
 // `string ::= "\"" char* "\""` every token longer than one character leaves `char`), so most of a vocabulary
 // comes out uncertain; three positions see the enclosing loop and its closing quote. Entries are computed on
-// first use and never change; the cache is shared by every matcher of the pair, and past max_entries keys new
-// ones fall back to the top position alone (a bounded set; inside a character: computed each time, not kept).
+// first use and never change; the cache is shared by every matcher of the pair and holds at most max_bytes.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -33,6 +32,10 @@ struct PositionMask {
   // before it in this list (0 for the first).
   std::vector<int32_t> uncertain;
   std::vector<int32_t> uncertain_lcp;
+
+  size_t num_bytes() const {
+    return sizeof(PositionMask) + 4 * (accepted_bits.size() + accepted_ids.size() + uncertain.size() + uncertain_lcp.size());
+  }
 };
 
 inline constexpr int kKeyDepth = 3;
@@ -42,13 +45,15 @@ using MaskKey = std::vector<int32_t>;
 
 class MaskCache {
  public:
-  static constexpr size_t kMaxEntries = 1024;  // ~16 KiB each on a 128k vocabulary
-  explicit MaskCache(size_t max_entries = kMaxEntries) : max_entries_(max_entries) {}
+  // A dense entry is 16 KiB on a 128k vocabulary; a JSON grammar's document needs about 60 entries, ~1 MiB.
+  static constexpr size_t kMaxBytes = size_t(16) << 20;
+  explicit MaskCache(size_t max_bytes = kMaxBytes) : max_bytes_(max_bytes) {}
 
-  // The entry of `key` for `vocab` (the vocabulary this cache was made for); `key` may be cut to its top
-  // position (then kOpen) when the cache is full.
-  std::shared_ptr<const PositionMask> get(const Grammar& grammar, const TokenVocab& vocab, MaskKey key);
+  // The entry of `key` for `vocab` (the vocabulary this cache was made for). Past max_bytes: the entry of the
+  // key cut to its top position where one is kept, else one computed for this call and not kept.
+  std::shared_ptr<const PositionMask> get(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key);
   size_t num_entries() const;
+  size_t num_bytes() const;
 
   // The cache of (grammar, vocab), made on first use and kept with the grammar.
   static std::shared_ptr<MaskCache> of(const Grammar& grammar, const std::shared_ptr<const TokenVocab>& vocab);
@@ -57,9 +62,10 @@ class MaskCache {
   struct KeyHash {
     size_t operator()(const MaskKey& key) const;
   };
-  size_t max_entries_;
+  size_t max_bytes_;
   mutable std::mutex mutex_;
   std::unordered_map<MaskKey, std::shared_ptr<const PositionMask>, KeyHash> entries_;
+  size_t bytes_ = 0;  // the entries' num_bytes()
 };
 
 // Computes one entry (exposed for the benchmark and tests).

@@ -319,18 +319,19 @@ TEST_SUITE("grammar matcher") {
                              << vocab->size());
   }
 
-  TEST_CASE("mask cache: past its entry limit, new keys fall back to the top position alone") {
+  TEST_CASE("mask cache: past its byte budget, the top position's entry or one not kept") {
+    using engine::grammar::detail::compute_position_mask;
     using engine::grammar::detail::kOpen;
     using engine::grammar::detail::MaskCache;
     using engine::grammar::detail::MaskKey;
+    using engine::grammar::detail::PositionMask;
     const auto vocab = test::byte_level_vocab(500, 3);
     const auto g = parse_gbnf(test::json_gbnf());
     std::vector<int32_t> class_positions;
     for (int32_t pos = 0; pos < int32_t(g->elements().size()); ++pos)
       if (g->element(pos).kind == engine::grammar::ElementKind::kClass) class_positions.push_back(pos);
     REQUIRE(class_positions.size() >= 3);
-    MaskCache cache(2);
-    auto same = [](const engine::grammar::detail::PositionMask& a, const engine::grammar::detail::PositionMask& b) {
+    auto same = [](const PositionMask& a, const PositionMask& b) {
       return a.accepted_bits == b.accepted_bits && a.accepted_ids == b.accepted_ids && a.uncertain == b.uncertain &&
              a.uncertain_lcp == b.uncertain_lcp;
     };
@@ -338,13 +339,17 @@ TEST_SUITE("grammar matcher") {
     const MaskKey k0{0, class_positions[0], class_positions[1], kOpen};
     const MaskKey k1{0, class_positions[1], class_positions[2], kOpen};
     const MaskKey k2{0, class_positions[2], class_positions[0], kOpen};
-    CHECK(same(*cache.get(*g, *vocab, k0), engine::grammar::detail::compute_position_mask(*g, *vocab, k0)));
-    CHECK(same(*cache.get(*g, *vocab, k1), engine::grammar::detail::compute_position_mask(*g, *vocab, k1)));
+    const MaskKey cut2{0, class_positions[2], kOpen};
+    MaskCache cache(compute_position_mask(*g, *vocab, k0).num_bytes() + compute_position_mask(*g, *vocab, cut2).num_bytes());
+    CHECK(same(*cache.get(*g, *vocab, k0), compute_position_mask(*g, *vocab, k0)));
+    CHECK(same(*cache.get(*g, *vocab, cut2), compute_position_mask(*g, *vocab, cut2)));
     CHECK(cache.num_entries() == 2);
-    const MaskKey cut{0, class_positions[2], kOpen};
-    CHECK(same(*cache.get(*g, *vocab, k2), engine::grammar::detail::compute_position_mask(*g, *vocab, cut)));
-    CHECK(cache.num_entries() == 3);
-    CHECK(cache.get(*g, *vocab, k2) == cache.get(*g, *vocab, cut));
+    CHECK(cache.num_bytes() == cache.get(*g, *vocab, k0)->num_bytes() + cache.get(*g, *vocab, cut2)->num_bytes());
+    // Full: k2 gets its top position's entry; k1's top position has none, so k1's own, not kept.
+    CHECK(cache.get(*g, *vocab, k2) == cache.get(*g, *vocab, cut2));
+    CHECK(same(*cache.get(*g, *vocab, k1), compute_position_mask(*g, *vocab, k1)));
+    CHECK(cache.get(*g, *vocab, k1) != cache.get(*g, *vocab, k1));
+    CHECK(cache.num_entries() == 2);
   }
 
   TEST_CASE("TokenVocab from real tokenizers: token bytes and special tokens") {
