@@ -131,6 +131,59 @@ std::string gbnf_alternation(const std::vector<std::string>& alternatives) {
   return nonempty.size() == 1 ? body : "(" + body + ")";
 }
 
+namespace {
+std::string seq(std::initializer_list<std::string> parts) {
+  std::string out;
+  for (const std::string& p : parts) {
+    if (p.empty()) continue;
+    if (!out.empty()) out += ' ';
+    out += p;
+  }
+  return out;
+}
+}  // namespace
+
+std::string json_format_gbnf(std::string_view format) {
+  if (format == "date") {
+    // Days per month exact; 02-29 only in leap years (divisible by 4, centuries only when divisible by 400).
+    const std::string day28 = "( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] )";
+    const std::string leap = "( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( [02468] [048] | [13579] [26] ) \"00\" )";
+    return "( [0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( " + day28 + " | \"29\" | \"3\" [01] ) | "
+           "( \"0\" [469] | \"11\" ) \"-\" ( " + day28 + " | \"29\" | \"30\" ) | \"02-\" " + day28 + " ) | " +
+           leap + " \"-02-29\" )";
+  }
+  if (format == "time") {
+    return "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "
+           "( [zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )";
+  }
+  if (format == "date-time") return json_format_gbnf("date") + " [tT] " + json_format_gbnf("time");
+  if (format == "uuid") {
+    return "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
+  }
+  if (format == "email") {
+    const std::string atom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]";
+    const std::string label = "[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,61} [a-zA-Z0-9] )?";
+    return atom + "{1,64} ( \".\" " + atom + "{1,64} ){0,31} \"@\" " + label + " ( \".\" " + label + " ){1,8}";
+  }
+  if (format != "ipv4" && format != "ipv6") return "";
+  const std::string octet = "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9] )";
+  const std::string ipv4 = octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet;
+  if (format == "ipv4") return ipv4;
+  // RFC 4291 section 2.2 (as RFC 3986's IPv6address spells it): at most 8 groups, one "::" standing for one or
+  // more zero groups, the last 32 bits optionally as dotted IPv4.
+  const std::string h = "[0-9a-fA-F]{1,4}";
+  const std::string ls32 = "( " + h + " \":\" " + h + " | " + ipv4 + " )";
+  auto groups = [&](int n) { return n == 0 ? std::string() : "( " + h + " \":\" ){" + std::to_string(n) + "}"; };
+  auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
+    return n < 0 ? std::string() : "( " + (n ? "( " + h + " \":\" ){0," + std::to_string(n) + "} " : "") + h + " )?";
+  };
+  std::vector<std::string> forms = {groups(6) + " " + ls32, "\"::\" " + groups(5) + " " + ls32};
+  for (int k = 0; k <= 4; ++k) forms.push_back(seq({before(k), "\"::\"", groups(4 - k), ls32}));
+  forms.push_back(seq({before(5), "\"::\"", h}));
+  forms.push_back(seq({before(6), "\"::\""}));
+  return gbnf_alternation(forms);
+}
+
 std::string choice_to_gbnf(const std::vector<std::string>& choices, std::string_view root) {
   if (choices.empty()) throw GrammarError("choice: the list of choices is empty");
   std::string out = std::string(root) + " ::= ";

@@ -26,6 +26,13 @@ std::vector<std::pair<std::string, std::string>> json_string_none_of(const std::
                                                                      const std::string& prefix,
                                                                      const std::string& json_char);
 
+// The inside of a JSON string (no quotes) in JSON Schema `format` `format`, as one GBNF expression; "" for a
+// format not listed. date: YYYY-MM-DD, days per month exact, 02-29 in leap years only; time: HH:MM:SS[.1-9
+// digits](Z|+HH:MM), second 00-60, Z/z; date-time: date T time (T/t); uuid: 8-4-4-4-12 hex digits; email: dot-atom
+// local part of 1-64 characters @ two or more dot-separated LDH labels; ipv4: dotted decimal without leading
+// zeros; ipv6: RFC 4291's text forms (one "::", a trailing dotted IPv4). Plain characters only, no JSON escapes.
+std::string json_format_gbnf(std::string_view format);
+
 // GBNF for exactly one of `choices` (the whole output is one of them, byte for byte): `root ::= "a" | "b"`.
 // Throws GrammarError for an empty list or a choice that is not valid UTF-8. An empty string is a valid choice.
 std::string choice_to_gbnf(const std::vector<std::string>& choices, std::string_view root = "root");

@@ -26,7 +26,6 @@ const std::set<std::string, std::less<>> kSupported = {
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
-const std::set<std::string, std::less<>> kFormats = {"date", "time", "date-time", "uuid", "email", "ipv4", "ipv6"};
 
 std::string pointer_child(const std::string& ptr, std::string_view key) {
   std::string out = ptr + "/";
@@ -257,52 +256,11 @@ class Converter {
     } else if (name == "json-integer") {
       body = "\"-\"? ( \"0\" | [1-9] [0-9]* )";
     } else {
-      body = "\"\\\"\" " + format_body(name.substr(4)) + " \"\\\"\"";
+      body = "\"\\\"\" " + json_format_gbnf(name.substr(4)) + " \"\\\"\"";
     }
     building_.erase(name);
     define(name, body);
     return name;
-  }
-
-  // The formats' grammars (the inside of the string); see the table in json_schema.h for how strict each is.
-  std::string format_body(const std::string& format) {
-    if (format == "date") {
-      // Days per month exact; 02-29 only in leap years (divisible by 4, centuries only when divisible by 400).
-      const std::string day28 = "( \"0\" [1-9] | \"1\" [0-9] | \"2\" [0-8] )";
-      const std::string leap = "( [0-9]{2} ( \"0\" [48] | [2468] [048] | [13579] [26] ) | ( [02468] [048] | [13579] [26] ) \"00\" )";
-      return "( [0-9]{4} \"-\" ( ( \"0\" [13578] | \"1\" [02] ) \"-\" ( " + day28 + " | \"29\" | \"3\" [01] ) | "
-             "( \"0\" [469] | \"11\" ) \"-\" ( " + day28 + " | \"29\" | \"30\" ) | \"02-\" " + day28 + " ) | " +
-             leap + " \"-02-29\" )";
-    }
-    if (format == "time") {
-      return "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "
-             "( [zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )";
-    }
-    if (format == "date-time") return format_body("date") + " [tT] " + format_body("time");
-    if (format == "uuid") {
-      return "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
-    }
-    if (format == "email") {
-      const std::string atom = "[a-zA-Z0-9!#$%&'*+/=?^_`{|}~-]";
-      const std::string label = "[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,61} [a-zA-Z0-9] )?";
-      return atom + "{1,64} ( \".\" " + atom + "{1,64} ){0,31} \"@\" " + label + " ( \".\" " + label + " ){1,8}";
-    }
-    const std::string octet = "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9] )";
-    const std::string ipv4 = octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet;
-    if (format == "ipv4") return ipv4;
-    // RFC 4291 section 2.2 (as RFC 3986's IPv6address spells it): at most 8 groups, one "::" standing for one or
-    // more zero groups, the last 32 bits optionally as dotted IPv4.
-    const std::string h = "[0-9a-fA-F]{1,4}";
-    const std::string ls32 = "( " + h + " \":\" " + h + " | " + ipv4 + " )";
-    auto groups = [&](int n) { return n == 0 ? std::string() : "( " + h + " \":\" ){" + std::to_string(n) + "}"; };
-    auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
-      return n < 0 ? std::string() : "( " + (n ? "( " + h + " \":\" ){0," + std::to_string(n) + "} " : "") + h + " )?";
-    };
-    std::vector<std::string> forms = {groups(6) + " " + ls32, "\"::\" " + groups(5) + " " + ls32};
-    for (int k = 0; k <= 4; ++k) forms.push_back(seq({before(k), "\"::\"", groups(4 - k), ls32}));
-    forms.push_back(seq({before(5), "\"::\"", h}));
-    forms.push_back(seq({before(6), "\"::\""}));
-    return gbnf_alternation(forms);
   }
 
   void check_keywords(const Json& s, const std::string& ptr) {
@@ -313,7 +271,7 @@ class Converter {
       const Json& v = kv.value();
       const std::string at = pointer_child(ptr, k);
       if (k == "uniqueItems" && v != false) fail("unsupported JSON Schema keyword \"uniqueItems\" (true)", ptr);
-      if (k == "format" && (!v.is_string() || kFormats.count(v.get<std::string>()) == 0)) {
+      if (k == "format" && (!v.is_string() || json_format_gbnf(v.get<std::string>()).empty())) {
         fail("unsupported JSON Schema format " + v.dump(), at);
       }
       if ((k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems") &&
