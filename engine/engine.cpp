@@ -106,6 +106,8 @@ uint64_t Engine::submit(Request request) {
     throw bad_request("n must not exceed the beam width for beam search");
   if (request.logprobs < -1 || request.logprobs > 20) throw bad_request("logprobs must be in [0, 20]");
   if (const std::string err = validate(request.sampling); !err.empty()) throw bad_request(err);
+  if (request.grammar && request.beam_width > 1)
+    throw bad_request("structured output (a grammar, a JSON schema, a regex or a choice) does not work with beam search");
   for (int32_t id : stop.stop_token_ids)
     if (id < 0 || id >= c.vocab_size) throw bad_request("stop_token_ids: " + std::to_string(id) + " is outside the vocabulary");
 
@@ -128,6 +130,7 @@ uint64_t Engine::submit(Request request) {
   root->request = r.get();
   root->tokens = r->request.prompt_ids;
   root->table = cache::BlockTable(kv_.config().block_size);
+  if (r->request.grammar) root->matcher.emplace(r->request.grammar, grammar_vocab());
   r->seqs.push_back(std::move(root));
   r->usage.prompt_tokens = num_prompt;
   r->submitted_at = std::chrono::steady_clock::now();
@@ -394,6 +397,7 @@ void Engine::fork(RequestState* r) {
       s->table = root->table.fork(kv_.pool());
       s->block_hashes = root->block_hashes;
       s->num_cached_blocks = root->num_cached_blocks;
+      s->matcher = root->matcher;
       scheduler_.add_running_after(root, s);
     }
     SamplingParams p = sp;
@@ -419,7 +423,39 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
   }
   std::span<const int32_t> prompt(seq->tokens.data(), size_t(r->num_prompt()));
   std::span<const int32_t> output(seq->tokens.data() + r->num_prompt(), size_t(seq->num_generated()));
-  const int32_t token = seq->sampler->sample(l, prompt, output);
+  int32_t token = -1;
+  if (seq->matcher) {
+    // Sample first and mask only when the grammar refuses the choice (llama.cpp's fast path): the same
+    // distribution as masking first wherever sampling does not truncate it (greedy, or no top-k / top-p /
+    // min-p), since the refused mass then goes to the allowed tokens in proportion. Logprobs are of the
+    // masked row, so they always mask first.
+    const SamplingParams& sp = req.sampling;
+    const bool truncates = sp.temperature != 0.0f && (sp.top_k > 0 || sp.top_p < 1.0f || sp.min_p > 0.0f);
+    if (req.logprobs < 0 && !truncates) {
+      token = seq->sampler->sample(l, prompt, output);
+      if (!grammar_allows(*seq, token)) token = -1;
+    }
+    if (token < 0) {
+      if (mask_grammar(*seq, l) == 0) {  // complete, and no end token may come (ignore_eos, min_tokens)
+        std::string tail = seq->stop_checker.push(seq->detokenizer->flush());
+        tail += seq->stop_checker.flush();
+        finish_sequence(seq, FinishReason::Stop, std::move(tail));
+        return;
+      }
+      l = masked_row_;
+      token = seq->sampler->sample(l, prompt, output);
+    }
+  } else {
+    token = seq->sampler->sample(l, prompt, output);
+  }
+  const bool end_token = (!req.stop.ignore_eos && token == eos) ||
+                         std::find(req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end(), token) !=
+                             req.stop.stop_token_ids.end();
+  if (seq->matcher && !end_token && !seq->matcher->accept_token(token)) {  // a broken invariant of the mask
+    spdlog::error("request {}: sampled token {}, which its grammar refuses", r->id, token);
+    finish_sequence(seq, FinishReason::Error);
+    return;
+  }
   seq->tokens.push_back(token);
   r->usage.completion_tokens++;
   {
@@ -431,20 +467,19 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
   ev.index = seq->index;
   ev.token_id = token;
   if (req.logprobs >= 0) {
+    // With a grammar, of the masked row: the alternatives are tokens the grammar allowed.
     std::vector<float> lp;
-    log_softmax(logits, vocab, lp);
+    log_softmax(seq->matcher ? l.data() : logits, vocab, lp);
     ev.logprob = lp[size_t(token)];
     std::vector<int32_t> ids(static_cast<size_t>(vocab));
     for (int i = 0; i < vocab; ++i) ids[size_t(i)] = i;
     const size_t k = std::min<size_t>(size_t(req.logprobs), ids.size());
     std::partial_sort(ids.begin(), ids.begin() + int64_t(k), ids.end(),
                       [&](int32_t a, int32_t b) { return lp[size_t(a)] > lp[size_t(b)] || (lp[size_t(a)] == lp[size_t(b)] && a < b); });
-    for (size_t i = 0; i < k; ++i) ev.top_logprobs.push_back({ids[i], lp[size_t(ids[i])]});
+    for (size_t i = 0; i < k; ++i)
+      if (std::isfinite(lp[size_t(ids[i])])) ev.top_logprobs.push_back({ids[i], lp[size_t(ids[i])]});
   }
 
-  const bool end_token = (!req.stop.ignore_eos && token == eos) ||
-                         std::find(req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end(), token) !=
-                             req.stop.stop_token_ids.end();
   if (end_token) {
     // The end token gives no text; what was held back is final now.
     std::string tail = seq->stop_checker.push(seq->detokenizer->flush());
@@ -467,6 +502,47 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
     tail += seq->stop_checker.flush();
     finish_sequence(seq, FinishReason::Length, std::move(tail));
   }
+}
+
+std::shared_ptr<const grammar::TokenVocab> Engine::grammar_vocab() {
+  std::call_once(grammar_vocab_once_, [this] { grammar_vocab_ = std::make_shared<grammar::TokenVocab>(tokenizer_); });
+  return grammar_vocab_;
+}
+
+bool Engine::grammar_allows(const Sequence& seq, int32_t token) const {
+  const StopConditions& stop = seq.request->request.stop;
+  const int32_t eos = model_.config().eos_id;
+  if ((!stop.ignore_eos && token == eos) ||
+      std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end())
+    return seq.matcher->can_end();
+  return token != eos && token < seq.matcher->vocab().size() && seq.matcher->allows(token);
+}
+
+int Engine::mask_grammar(const Sequence& seq, std::span<const float> logits) {
+  const int vocab = int(logits.size());
+  const grammar::Matcher& m = *seq.matcher;
+  const int matcher_vocab = std::min(vocab, m.vocab().size());  // a padded embedding's extra rows: never
+  grammar_mask_.assign(size_t(m.vocab().size() + 31) / 32, 0);
+  m.fill_mask(grammar_mask_);
+  if (masked_row_.data() != logits.data()) masked_row_.assign(logits.begin(), logits.end());
+  const StopConditions& stop = seq.request->request.stop;
+  const int32_t eos = model_.config().eos_id;
+  int num_allowed = 0;
+  for (int t = 0; t < vocab; ++t) {
+    const bool allowed = t < matcher_vocab && t != eos && ((grammar_mask_[size_t(t) / 32] >> (t % 32)) & 1);
+    if (allowed) ++num_allowed;
+    else masked_row_[size_t(t)] = -INFINITY;
+  }
+  if (m.can_end()) {  // the end tokens, where min_tokens has not masked them
+    auto allow_end = [&](int32_t id) {
+      if (id < 0 || id >= vocab || logits[size_t(id)] == -INFINITY) return;
+      if (masked_row_[size_t(id)] == -INFINITY) ++num_allowed;
+      masked_row_[size_t(id)] = logits[size_t(id)];
+    };
+    if (!stop.ignore_eos) allow_end(eos);
+    for (int32_t id : stop.stop_token_ids) allow_end(id);
+  }
+  return num_allowed;
 }
 
 void Engine::step_beams(RequestState* r, const std::vector<const float*>& rows) {

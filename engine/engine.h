@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cache/kv_cache.h"
+#include "engine/grammar/token_vocab.h"
 #include "engine/model.h"
 #include "engine/request.h"
 #include "engine/scheduler.h"
@@ -117,6 +118,12 @@ class Engine {
   void admit_and_cancel();
   void process_outputs(const SchedulerOutput& out);
   void sample_sequence(Sequence* seq, const float* logits);
+  // Structured output: whether the grammar lets `token` come next in `seq`; and `logits` with every other
+  // token at -inf, in masked_row_ (returns how many tokens are left).
+  bool grammar_allows(const Sequence& seq, int32_t token) const;
+  int mask_grammar(const Sequence& seq, std::span<const float> logits);
+  // The tokenizer's vocabulary as the grammar matchers read it, built for the first constrained request.
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab();
   void step_beams(RequestState* r, const std::vector<const float*>& rows);
   void fork(RequestState* r);
   void finish_sequence(Sequence* seq, FinishReason reason, std::string tail = {});
@@ -137,6 +144,9 @@ class Engine {
   std::map<uint64_t, std::unique_ptr<RequestState>> requests_;
   std::vector<float> logits_;  // [rows, vocab]
   std::vector<float> masked_row_;  // [vocab]: a logits row with the end tokens masked (before min_tokens)
+  std::vector<uint32_t> grammar_mask_;  // [(vocab + 31) / 32]: bit t of word t / 32 when the grammar allows t
+  std::once_flag grammar_vocab_once_;
+  std::shared_ptr<const grammar::TokenVocab> grammar_vocab_;
   uint64_t next_arrival_ = 0;
 
   // Shared with submitters.

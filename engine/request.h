@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <variant>
 #include <vector>
@@ -9,6 +10,10 @@
 #include "engine/sampler.h"
 
 namespace inflight::engine {
+
+namespace grammar {
+class Grammar;
+}
 
 struct StopConditions {
   int max_tokens = 16;                  // generated tokens, >= 1
@@ -29,6 +34,9 @@ struct Request {
   bool early_stopping = false;
   int logprobs = -1;         // -1: none; k >= 0: logprob of the chosen token + top-k alternatives
   StopConditions stop;
+  // Structured output: only tokens the grammar allows next are sampled (engine/grammar/), EOS and the stop
+  // token ids only where the grammar is complete. nullptr: unconstrained.
+  std::shared_ptr<const grammar::Grammar> grammar;
   // Receives the events, on the engine thread; must return quickly (post work elsewhere).
   std::function<void(const Event&)> sink;
 };

@@ -11,6 +11,7 @@
 
 #include "cache/block_pool.h"
 #include "engine/beam_search.h"
+#include "engine/grammar/matcher.h"
 #include "engine/request.h"
 #include "engine/sampler.h"
 #include "engine/stop_checker.h"
@@ -29,6 +30,9 @@ struct Sequence {
   std::vector<uint64_t> block_hashes;  // hashes of the full blocks of `tokens`, in order (prefix cache)
   int num_cached_blocks = 0;        // leading blocks registered in the prefix cache
   bool finished = false;
+  // Where the output stands in the request's grammar (structured output); forked with the sequence. It keeps
+  // its place through a preemption, which recomputes the same tokens.
+  std::optional<grammar::Matcher> matcher;
 
   // Sampled sequences only.
   std::unique_ptr<Sampler> sampler;

@@ -6,6 +6,7 @@
 #include "server/api_error.h"
 #include "server/chat_request.h"
 #include "server/json_fields.h"
+#include "server/structured_output.h"
 
 namespace inflight::server {
 
@@ -149,6 +150,15 @@ void parse_common(const json& body, const ModelContext& model, CompletionRequest
   reject_if_present(body, "logit_bias", " by this server");
 }
 
+// Structured output (structured_output.h): the grammar the engine masks the request's tokens with.
+void parse_constraint(const nlohmann::ordered_json& body, CompletionRequest* out) {
+  StructuredOutput so = parse_structured_output(body);
+  out->engine.grammar = std::move(so.grammar);
+  out->constraint = std::move(so.kind);
+  if (out->engine.grammar && out->engine.beam_width > 1)
+    throw BadRequest("use_beam_search", "structured output does not work with use_beam_search");
+}
+
 void finish_stop_conditions(CompletionRequest* out, const char* max_tokens_field) {
   engine::StopConditions& stop = out->engine.stop;
   if (stop.min_tokens > stop.max_tokens)
@@ -168,12 +178,14 @@ void check_model(const json& body, const ModelContext& model) {
                  "model", "model_not_found");
 }
 
-CompletionRequest parse_completion_request(const json& body, const ModelContext& model) {
+CompletionRequest parse_completion_request(const json& body, const ModelContext& model,
+                                           const nlohmann::ordered_json* ordered_body) {
   if (!body.is_object()) throw BadRequest("", "the request body must be a JSON object");
   check_model(body, model);
   CompletionRequest out;
   out.api = Api::Completions;
   parse_common(body, model, &out);
+  parse_constraint(ordered_body ? *ordered_body : nlohmann::ordered_json(body), &out);
   out.engine.stop.max_tokens = int(get_int(body, "max_tokens", 1, INT32_MAX).value_or(16));
   if (auto lp = get_int(body, "logprobs", 0, kMaxLogprobs)) {
     out.logprobs = true;
@@ -194,6 +206,7 @@ CompletionRequest parse_chat_request(const json& body, const ModelContext& model
   CompletionRequest out;
   out.api = Api::Chat;
   parse_common(body, model, &out);
+  parse_constraint(ordered_body ? *ordered_body : nlohmann::ordered_json(body), &out);
   std::optional<int64_t> max_tokens = get_int(body, "max_completion_tokens", 1, INT32_MAX);
   if (!max_tokens) max_tokens = get_int(body, "max_tokens", 1, INT32_MAX);
   out.logprobs = get_bool(body, "logprobs").value_or(false);
@@ -204,10 +217,6 @@ CompletionRequest parse_chat_request(const json& body, const ModelContext& model
   if (const json* choice = find_field(body, "tool_choice")) {
     if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
       throw BadRequest("tool_choice", "tool_choice: only \"auto\" and \"none\" are supported");
-  }
-  if (const json* rf = find_field(body, "response_format")) {
-    if (!rf->is_object() || rf->value("type", std::string()) != "text")
-      throw BadRequest("response_format", "response_format: only {\"type\": \"text\"} is supported");
   }
 
   const ChatInput input = parse_chat_input(ordered_body ? *ordered_body : nlohmann::ordered_json(body));

@@ -30,15 +30,17 @@ struct CompletionRequest {
   bool include_usage = false;        // stream_options.include_usage: a last chunk with the usage
   bool echo = false;                 // completions: each choice's text starts with its prompt
   bool logprobs = false;             // choices carry logprobs; engine.logprobs alternatives per token
+  std::string constraint;            // structured output's kind (structured_output.h); empty: none
 };
 
 // An ApiError 404 when the body's `model` (optional) names neither the served name nor the --model path.
 void check_model(const nlohmann::json& body, const ModelContext& model);
 
 // Throw BadRequest (400, naming the field) or ApiError (404 unknown model, 400 prompt too long).
-CompletionRequest parse_completion_request(const nlohmann::json& body, const ModelContext& model);
-// `ordered_body`: the same body with the client's key order (what the chat template's `tojson` shows);
-// null: taken from `body`.
+// `ordered_body`: the same body with the client's key order (what the chat template's `tojson` shows, and the
+// order of a JSON schema's properties); null: taken from `body`.
+CompletionRequest parse_completion_request(const nlohmann::json& body, const ModelContext& model,
+                                           const nlohmann::ordered_json* ordered_body = nullptr);
 CompletionRequest parse_chat_request(const nlohmann::json& body, const ModelContext& model,
                                      const nlohmann::ordered_json* ordered_body = nullptr);
 

@@ -121,13 +121,9 @@ std::optional<HttpResponse> Router::dispatch(const HttpRequest& request, const s
     return json_response(200, tokenize_response(body, model, &ordered), retry_after);
   }
   if (route == "/detokenize") return json_response(200, detokenize_response(body, model), retry_after);
-  CompletionRequest parsed;
-  if (route == "/v1/chat/completions") {
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body());  // the client's key order
-    parsed = parse_chat_request(body, model, &ordered);
-  } else {
-    parsed = parse_completion_request(body, model);
-  }
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(request.body());  // the client's key order
+  CompletionRequest parsed = route == "/v1/chat/completions" ? parse_chat_request(body, model, &ordered)
+                                                             : parse_completion_request(body, model, &ordered);
   CompletionJob::start(state_, model, std::move(parsed), channel, request_line);
   return std::nullopt;
 }
