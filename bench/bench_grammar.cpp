@@ -1,5 +1,5 @@
 // The grammar matcher's token mask (engine/grammar): fill_mask per call on a 128k-entry byte-level vocabulary,
-// for a JSON grammar at several points of a document, with the mask cache warm (the steady state of a
+// for a JSON grammar and a JSON Schema's grammar (json_schema.h) at several points of a document, with the mask cache warm (the steady state of a
 // request), without it (the plain pruned trie walk), and a fresh grammar's first masks (the cache being built).
 //
 //   ./bench_grammar
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/grammar/grammar.h"
+#include "engine/grammar/json_schema.h"
 #include "engine/grammar/mask_cache.h"
 #include "engine/grammar/matcher.h"
 
@@ -97,6 +98,23 @@ const std::shared_ptr<const Grammar>& json_grammar() {
   return g;
 }
 
+// A JSON Schema of the kind tools and response formats use, through json_schema.h (compact JSON).
+const char* person_schema() {
+  return R"({"type": "object", "properties": {
+    "name": {"type": "string", "maxLength": 64},
+    "age": {"type": "integer", "minimum": 0, "maximum": 150},
+    "email": {"type": "string", "format": "email"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 8},
+    "address": {"type": "object", "properties": {"city": {"type": "string"}, "zip": {"type": "string", "pattern": "^[0-9]{5}$"}},
+                "required": ["city", "zip"], "additionalProperties": false}},
+    "required": ["name", "age", "email", "tags", "address"], "additionalProperties": false})";
+}
+const std::shared_ptr<const Grammar>& schema_grammar() {
+  static const std::shared_ptr<const Grammar> g =
+      parse_gbnf(inflight::engine::grammar::json_schema_to_gbnf(std::string_view(person_schema())));
+  return g;
+}
+
 // Points of a document: the text accepted before the mask.
 struct Point {
   const char* name;
@@ -118,14 +136,24 @@ const Point kPoints[] = {
     {"deep_after_value", "{\"a\": {\"b\": [{\"c\": [[1"},
 };
 
-Matcher matcher_at(const Point& p) {
-  Matcher m(json_grammar(), vocab());
+const Point kSchemaPoints[] = {
+    {"schema_start", ""},
+    {"schema_name", "{\"name\":\"Al"},
+    {"schema_age", "{\"name\":\"Al\",\"age\":4"},
+    {"schema_email", "{\"name\":\"Al\",\"age\":42,\"email\":\"al@ex"},
+    {"schema_tags", "{\"name\":\"Al\",\"age\":42,\"email\":\"al@ex.com\",\"tags\":[\"a\",\"b"},
+    {"schema_zip", "{\"name\":\"Al\",\"age\":42,\"email\":\"al@ex.com\",\"tags\":[],\"address\":{\"city\":\"X\",\"zip\":\"12"},
+};
+
+Matcher matcher_at(const Point& p, const std::shared_ptr<const Grammar>& grammar = json_grammar()) {
+  Matcher m(grammar, vocab());
   if (!m.accept_bytes(p.prefix)) std::abort();
   return m;
 }
 
-void fill_mask(benchmark::State& state, const Point& point, bool cached) {
-  const Matcher m = matcher_at(point);
+void fill_mask(benchmark::State& state, const Point& point, bool cached,
+               const std::shared_ptr<const Grammar>& grammar = json_grammar()) {
+  const Matcher m = matcher_at(point, grammar);
   std::vector<uint32_t> mask((size_t(vocab()->size()) + 31) / 32);
   m.fill_mask(mask);  // warms the cache
   for (auto _ : state) {
@@ -139,13 +167,14 @@ void fill_mask(benchmark::State& state, const Point& point, bool cached) {
   state.counters["vocab"] = vocab()->size();
 }
 
-// A fresh grammar's first masks at every point of kPoints: the mask cache built as a first request builds it.
-void first_masks(benchmark::State& state) {
+// A fresh grammar's first masks at every point of `points`: the mask cache built as a first request builds it.
+template <size_t N>
+void first_masks(benchmark::State& state, const std::string& gbnf, const Point (&points)[N]) {
   std::vector<uint32_t> mask((size_t(vocab()->size()) + 31) / 32);
   size_t num_entries = 0;
   for (auto _ : state) {
-    const auto g = parse_gbnf(json_gbnf());  // a new grammar: an empty cache
-    for (const Point& p : kPoints) {
+    const auto g = parse_gbnf(gbnf);  // a new grammar: an empty cache
+    for (const Point& p : points) {
       Matcher m(g, vocab());
       if (!m.accept_bytes(p.prefix)) std::abort();
       m.fill_mask(mask);
@@ -178,7 +207,20 @@ const bool kRegistered = [] {
                                  [&p](benchmark::State& s) { fill_mask(s, p, false); })
         ->Unit(benchmark::kMicrosecond);
   }
-  benchmark::RegisterBenchmark("first_masks/json", first_masks)->Unit(benchmark::kMillisecond)->Iterations(1);
+  for (const Point& p : kSchemaPoints) {
+    benchmark::RegisterBenchmark((std::string("fill_mask/") + p.name).c_str(),
+                                 [&p](benchmark::State& s) { fill_mask(s, p, true, schema_grammar()); })
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark((std::string("fill_mask_uncached/") + p.name).c_str(),
+                                 [&p](benchmark::State& s) { fill_mask(s, p, false, schema_grammar()); })
+        ->Unit(benchmark::kMicrosecond);
+  }
+  benchmark::RegisterBenchmark("first_masks/json", [](benchmark::State& s) { first_masks(s, json_gbnf(), kPoints); })
+      ->Unit(benchmark::kMillisecond)
+      ->Iterations(1);
+  benchmark::RegisterBenchmark("first_masks/schema", [](benchmark::State& s) {
+    first_masks(s, inflight::engine::grammar::json_schema_to_gbnf(std::string_view(person_schema())), kSchemaPoints);
+  })->Unit(benchmark::kMillisecond)->Iterations(1);
   benchmark::RegisterBenchmark("accept_token/in_string", accept_token)->Unit(benchmark::kMicrosecond);
   return true;
 }();
