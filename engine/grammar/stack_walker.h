@@ -23,7 +23,7 @@ inline constexpr int32_t kOpen = -2;    // parent standing for an unknown rest o
 // Live stacks past this in one set, or stack nodes past kMaxStackNodes in one walk, throw GrammarError (an
 // ambiguous grammar whose parses multiply): bounded time and memory rather than a runaway.
 inline constexpr size_t kMaxLiveStacks = 20'000;
-inline constexpr size_t kMaxStackNodes = size_t(1) << 24;
+inline constexpr size_t kMaxStackNodes = size_t(1) << 22;
 
 // UTF-8 state of a terminal: 0 at a code point boundary; else value << 4 | (length - 1) << 2 | remaining, with
 // `value` the bits decoded so far, `length` the character's byte count (2..4), `remaining` bytes to come (1..3).

@@ -405,4 +405,36 @@ TEST_SUITE("grammar matcher") {
     CHECK(num_bad == std::vector<int>(4, 0));
     CHECK(engine::grammar::compile_cached(test::json_gbnf()) == grammar);
   }
+
+  TEST_CASE("random grammars: cached, uncached and brute-force masks agree along random paths") {
+    const std::vector<std::string> pieces = {"a", "b", "x", " ", "|", "(", ")", "*", "+", "?", "{2}", "{1,3}", "{,2}",
+                                             "\"ab\"", "[a-c]", "[^x]", ".", "\"\"", "\nx ::= ", "\na ::= ",
+                                             "\"\xC3\xA9\"", "[\xC3\xA0-\xC3\xBF]"};
+    const auto vocab = small_vocab();
+    std::mt19937 rng(23);
+    int num_grammars = 0;
+    for (int i = 0; i < 6000 && num_grammars < 150; ++i) {
+      std::string text = "root ::= ";
+      for (int n = 1 + int(rng() % 12); n > 0; --n) text += pieces[rng() % pieces.size()];
+      std::shared_ptr<const engine::grammar::Grammar> g;
+      try {
+        g = parse_gbnf(text);
+      } catch (const GrammarError&) {
+        continue;
+      }
+      ++num_grammars;
+      CAPTURE(text);
+      Matcher m(g, vocab);
+      for (int step = 0; step < 5; ++step) {
+        const auto cached = test::mask_of(m, true);
+        REQUIRE(cached == test::mask_of(m, false));
+        REQUIRE(cached == test::brute_force_mask(m));
+        const std::vector<int32_t> ids = test::allowed_ids(cached);
+        if (ids.empty()) break;
+        REQUIRE(m.accept_token(ids[rng() % ids.size()]));
+        if (m.is_terminated()) break;
+      }
+    }
+    CHECK(num_grammars >= 100);
+  }
 }
