@@ -153,8 +153,11 @@ std::string json_format_gbnf(std::string_view format) {
            leap + " \"-02-29\" )";
   }
   if (format == "time") {
-    return "( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" ( [0-5] [0-9] | \"60\" ) ( \".\" [0-9]{1,9} )? "
-           "( [zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] )";
+    // A leap second only where one is inserted: 23:59:60 UTC, written here with Z or a zero offset.
+    const std::string fraction = "( \".\" [0-9]{1,9} )?";
+    return "( ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] \":\" [0-5] [0-9] " + fraction +
+           " ( [zZ] | [-+] ( [01] [0-9] | \"2\" [0-3] ) \":\" [0-5] [0-9] ) | \"23:59:60\" " + fraction +
+           " ( [zZ] | [-+] \"00:00\" ) )";
   }
   if (format == "date-time") return json_format_gbnf("date") + " [tT] " + json_format_gbnf("time");
   if (format == "uuid") {

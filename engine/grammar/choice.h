@@ -28,7 +28,7 @@ std::vector<std::pair<std::string, std::string>> json_string_none_of(const std::
 
 // The inside of a JSON string (no quotes) in JSON Schema `format` `format`, as one GBNF expression; "" for a
 // format not listed. date: YYYY-MM-DD, days per month exact, 02-29 in leap years only; time: HH:MM:SS[.1-9
-// digits](Z|+HH:MM), second 00-60, Z/z; date-time: date T time (T/t); uuid: 8-4-4-4-12 hex digits; email: dot-atom
+// digits](Z|+HH:MM), Z/z, second 60 only as 23:59:60 with Z or a zero offset (a leap second); date-time: date T time (T/t); uuid: 8-4-4-4-12 hex digits; email: dot-atom
 // local part of 1-64 characters @ two or more dot-separated LDH labels; ipv4: dotted decimal without leading
 // zeros; ipv6: RFC 4291's text forms (one "::", a trailing dotted IPv4). Plain characters only, no JSON escapes.
 std::string json_format_gbnf(std::string_view format);

@@ -588,7 +588,8 @@ std::optional<std::string> fraction_at_most(const std::string& d, size_t i, bool
 std::optional<std::string> fraction_between(const std::string& l, bool lx, const std::string& u, bool ux, size_t i) {
   const char lo = i < l.size() ? l[i] : '0', hi = i < u.size() ? u[i] : '0';
   if (i >= l.size() && i >= u.size()) {  // L == U: only zeros may follow, and only if both ends are inclusive
-    return lx || ux ? std::nullopt : std::optional<std::string>("\"0\"*");
+    if (lx || ux) return std::nullopt;
+    return i == 0 ? "\"0\"+" : "\"0\"*";  // at least one digit after the '.'
   }
   std::vector<std::string> alts;
   // F ends here: its value is the common prefix, which is L when L has no more digits; it is below U, since U

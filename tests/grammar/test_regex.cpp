@@ -284,7 +284,8 @@ TEST_SUITE("decimal ranges") {
         {1.25, 1.5, std::nullopt, std::nullopt},           {std::nullopt, std::nullopt, 0.1, 0.9},
         {-0.9, std::nullopt, std::nullopt, -0.1},          {0.0, std::nullopt, std::nullopt, 0.5},
         {2.5, 2.5, std::nullopt, std::nullopt},            {std::nullopt, 7.125, 7.0, std::nullopt},
-        {0.05, 0.055, std::nullopt, std::nullopt},         {std::nullopt, std::nullopt, 3.1, 3.12}};
+        {0.05, 0.055, std::nullopt, std::nullopt},         {std::nullopt, std::nullopt, 3.1, 3.12},
+        {0.0, 0.0, std::nullopt, std::nullopt},            {-3.0, -3.0, std::nullopt, std::nullopt}};
     std::vector<std::string> texts;
     for (int i = -1300; i <= 1300; ++i) {
       char buf[32];
@@ -318,6 +319,8 @@ TEST_SUITE("decimal ranges") {
         CHECK(accepts(g, t) == want);
       }
       CHECK(!accepts(g, "1e0"));
+      CHECK(!accepts(g, "0."));
+      CHECK(!accepts(g, "2."));
     }
   }
 

@@ -3,12 +3,16 @@
 // parse_gbnf, runs the instance's bytes through Matcher::accept_bytes + can_end, and compares with ajv.
 // A schema the compiler refuses fails each of its cases (the keyword filter kept it: it should compile), except
 // in the random groups (`may_refuse`), whose refusals are counted apart and printed with the compiler's reason.
-//   json_schema_suite_check <cases.json>
+//   json_schema_suite_check <cases.json> [<samples.json>]
 // Prints each disagreement, then "N passed, N failed"; exit 1 when any failed.
+// With <samples.json>: also walks each compiled grammar at random through fill_mask (single-byte tokens) and
+// writes the texts it completes, {group, schema, text}, for validate_samples.mjs to put before ajv: the other
+// direction, whether everything the grammar lets a model write is valid.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <random>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -19,9 +23,39 @@
 
 using namespace inflight::engine::grammar;
 
+namespace {
+
+// One random completion of `grammar` over single-byte tokens, or "" when none ends within `max_bytes`. Leans
+// toward closing: a '"', ']' or '}' the mask allows is taken often, and the walk stops where it may.
+std::string random_text(const std::shared_ptr<const Grammar>& grammar, const std::shared_ptr<const TokenVocab>& vocab,
+                        std::mt19937& rng, size_t max_bytes) {
+  Matcher m(grammar, vocab, 1);
+  std::vector<uint32_t> mask(vocab->size() / 32 + 1);
+  std::string text;
+  while (text.size() < max_bytes) {
+    if (m.can_end() && (text.size() > 0 && rng() % 3 == 0)) return text;
+    std::fill(mask.begin(), mask.end(), 0u);
+    m.fill_mask(mask);
+    std::vector<int> allowed, closing;
+    for (int b = 0; b < 256; ++b) {
+      if (!((mask[size_t(b) / 32] >> (b % 32)) & 1)) continue;
+      allowed.push_back(b);
+      if (b == '"' || b == ']' || b == '}') closing.push_back(b);
+    }
+    if (allowed.empty()) return m.can_end() ? text : "";
+    const std::vector<int>& from = !closing.empty() && rng() % 4 == 0 ? closing : allowed;
+    const int b = from[rng() % from.size()];
+    if (!m.accept_token(b)) return "";
+    text += char(b);
+  }
+  return m.can_end() ? text : "";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: json_schema_suite_check <cases.json>\n");
+  if (argc != 2 && argc != 3) {
+    std::fprintf(stderr, "usage: json_schema_suite_check <cases.json> [<samples.json>]\n");
     return 2;
   }
   std::ifstream in(argv[1]);
@@ -74,6 +108,22 @@ int main(int argc, char** argv) {
                   c["description"].get<std::string>().c_str(), instance.c_str(), want ? "valid" : "invalid",
                   got ? "accepts" : "rejects");
     }
+  }
+  if (argc == 3) {
+    nlohmann::ordered_json samples = nlohmann::ordered_json::array();
+    std::mt19937 rng(12345);
+    std::map<std::string, nlohmann::ordered_json> schemas;
+    for (const auto& c : cases) schemas.emplace(c["group"].get<std::string>(), c["schema"]);
+    for (const auto& [group, grammar] : grammars) {
+      for (int walk = 0, kept = 0; walk < 120 && kept < 40; ++walk) {
+        const std::string text = random_text(grammar, vocab, rng, 400);
+        if (text.empty()) continue;
+        samples.push_back({{"group", group}, {"schema", schemas[group]}, {"text", text}});
+        ++kept;
+      }
+    }
+    std::ofstream(argv[2]) << samples.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+    std::printf("json_schema_suite: %zu random completions written for ajv\n", samples.size());
   }
   for (const auto& [reason, n] : refusal_reasons) std::printf("random groups refused (%d): %s\n", n, reason.c_str());
   std::printf("json_schema_suite: %zu groups compiled, %zu refused; %d cases of refused random groups not run\n",

@@ -11,6 +11,10 @@ here="$(cd "$(dirname "$0")" && pwd)"
 
 . "$here/../../npm_workdir.sh"
 npm_workdir "$here" "$work" json-schema-test-suite "the JSON Schema Test Suite check"
-cp "$here/make_cases.mjs" "$here/extra_cases.mjs" "$here/random_cases.mjs" "$work/"
+cp "$here/make_cases.mjs" "$here/extra_cases.mjs" "$here/random_cases.mjs" "$here/validate_samples.mjs" "$work/"
 (cd "$work" && node make_cases.mjs "$work/cases.json" "$work/left_out.txt")
-"$check" "$work/cases.json"
+status=0
+"$check" "$work/cases.json" "$work/samples.json" || status=$?
+# Whatever the grammars let a model write must be valid: ajv judges their random completions.
+(cd "$work" && node validate_samples.mjs "$work/samples.json") || status=1
+exit "$status"

@@ -1,0 +1,41 @@
+// The other direction of the check: texts the grammars produced (json_schema_suite_check's random walks through
+// fill_mask) must all be JSON that ajv finds valid against their schema. A text that does not parse, or that ajv
+// rejects, is a grammar that lets a model write what the schema forbids.
+//   node validate_samples.mjs <samples.json>
+import fs from 'node:fs';
+import { createRequire } from 'node:module';
+
+const require = createRequire(import.meta.url);
+const AjvDraft4 = require('ajv-draft-04');
+const Ajv2020 = require('ajv/dist/2020');
+const addFormats = require('ajv-formats');
+
+const samples = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const draft4 = new AjvDraft4({ strict: false, validateSchema: false });
+const draft2020 = new Ajv2020({ strict: false, validateSchema: false });
+addFormats(draft4);
+addFormats(draft2020);
+const validators = new Map();
+let valid = 0, invalid = 0;
+for (const { group, schema, text } of samples) {
+  if (!validators.has(group)) {
+    // The suite's own files are draft 4; extra_cases.mjs and random_cases.mjs are 2020-12.
+    const ajv = /^(extra|random)_cases\.mjs:/.test(group) ? draft2020 : draft4;
+    validators.set(group, ajv.compile(schema));
+  }
+  let value, ok = false;
+  try {
+    value = JSON.parse(text);
+    ok = validators.get(group)(value);
+  } catch (e) {
+    ok = false;
+  }
+  if (ok) {
+    valid++;
+  } else {
+    invalid++;
+    console.log(`INVALID ${group}: ${text}`);
+  }
+}
+console.log(`random completions: ${valid} valid, ${invalid} invalid`);
+process.exit(invalid === 0 ? 0 : 1);
