@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <regex>
 
@@ -74,6 +75,29 @@ int compare_with_std_regex(const std::string& pattern, const std::vector<std::st
   return bad;
 }
 
+// A random completion of `g` over ASCII bytes through fill_mask (what a model could write), or nullopt when none
+// ends within 40 bytes.
+std::optional<std::string> random_completion(const std::shared_ptr<const Grammar>& g, std::mt19937& rng) {
+  Matcher m(g, single_bytes(), 1);
+  std::vector<uint32_t> mask(single_bytes()->size() / 32 + 1);
+  std::string text;
+  while (text.size() < 40) {
+    if (m.can_end() && rng() % 3 == 0) return text;
+    std::fill(mask.begin(), mask.end(), 0u);
+    m.fill_mask(mask);
+    std::vector<int> allowed;
+    for (int b = 1; b < 128; ++b) {
+      if ((mask[size_t(b) / 32] >> (b % 32)) & 1) allowed.push_back(b);
+    }
+    if (allowed.empty()) break;
+    const int b = allowed[rng() % allowed.size()];
+    REQUIRE(m.accept_token(b));
+    text += char(b);
+  }
+  if (m.can_end()) return text;
+  return std::nullopt;
+}
+
 }  // namespace
 
 TEST_SUITE("regex to GBNF") {
@@ -134,6 +158,15 @@ TEST_SUITE("regex to GBNF") {
       CAPTURE(pattern);
       bad_total += compare_with_std_regex(pattern, inputs);
       ++compared;
+      // The other direction: whatever the grammar lets a model write, std::regex matches.
+      const auto g = parse_gbnf(regex_to_gbnf(pattern));
+      const std::regex oracle(pattern, std::regex::ECMAScript);
+      for (int walk = 0; walk < 10; ++walk) {
+        const auto text = random_completion(g, rng);
+        if (!text) continue;
+        CAPTURE(*text);
+        CHECK(std::regex_match(*text, oracle));
+      }
     }
     CHECK(bad_total == 0);
     CHECK(compared > 200);
