@@ -33,8 +33,10 @@
 // then its $ref target's, then an anyOf/oneOf branch's; an instance with another order is rejected.
 // A subschema no value can match (minLength > maxLength, an empty range, a required property with schema false,
 // ...) drops out where the value may be absent or another alternative remains (one type of several, an anyOf
-// branch, an optional property, an array position); elsewhere it is a GrammarError. Numbers: unbounded ones in any JSON form,
-// integers without fraction or exponent. Strings: any escapes, except as the pattern row says.
+// branch, an optional property, an array position); elsewhere it is a GrammarError. A schema that reaches itself
+// through $ref before writing a character ({"anyOf": [{"$ref": "#"}, ...]}) is left recursive: parse_gbnf refuses
+// its grammar. Numbers: unbounded ones in any JSON form, integers without fraction or exponent. Strings: any
+// escapes, except as the pattern row says.
 #pragma once
 
 #include <cstddef>
