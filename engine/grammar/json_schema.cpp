@@ -18,6 +18,7 @@ using Json = nlohmann::ordered_json;
 // JSON types as bits; kNumber is "number but not integer" so that {integer} and {number} intersect to integer.
 enum : unsigned { kNull = 1, kBool = 2, kObject = 4, kArray = 8, kString = 16, kInteger = 32, kNumber = 64 };
 constexpr unsigned kAllTypes = 127;
+constexpr int kMaxMultipleOf = 1000;  // multipleOf k: a remainder automaton of k rules
 
 const std::set<std::string, std::less<>> kAnnotations = {
     "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
@@ -25,7 +26,7 @@ const std::set<std::string, std::less<>> kAnnotations = {
 const std::set<std::string, std::less<>> kSupported = {
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
-    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"};
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
 
 std::string pointer_child(const std::string& ptr, std::string_view key) {
   std::string out = ptr + "/";
@@ -278,6 +279,7 @@ class Converter {
           !(v.is_number_unsigned() || (v.is_number() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>())))) {
         fail("\"" + k + "\" must be a non-negative integer", at);
       }
+      if (k == "multipleOf" && !(v.is_number() && v.get<double>() > 0)) fail("\"multipleOf\" must be a positive number", at);
       if ((k == "minimum" || k == "maximum" || k == "exclusiveMinimum" || k == "exclusiveMaximum") &&
           !v.is_number() && !(v.is_boolean() && k.rfind("exclusive", 0) == 0)) {  // draft 4's boolean form
         fail("\"" + k + "\" must be a number", at);
@@ -593,7 +595,7 @@ class Converter {
     const unsigned types = schema_types(s, ptr);
     static const std::set<std::string, std::less<>> kFilters = {
         "type", "enum", "const", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", "minItems", "maxItems", "required", "uniqueItems"};
+        "exclusiveMaximum", "minItems", "maxItems", "required", "uniqueItems", "multipleOf"};
     for (const auto& kv : s.items()) {
       if (kAnnotations.count(kv.key()) == 0 && kFilters.count(kv.key()) == 0) {
         fail("enum/const beside \"" + kv.key() + "\" is not supported", ptr);
@@ -623,7 +625,8 @@ class Converter {
       const double x = v.get<double>();
       if ((num("minimum") && x < *num("minimum")) || (num("maximum") && x > *num("maximum")) ||
           (num("exclusiveMinimum") && x <= *num("exclusiveMinimum")) ||
-          (num("exclusiveMaximum") && x >= *num("exclusiveMaximum"))) {
+          (num("exclusiveMaximum") && x >= *num("exclusiveMaximum")) ||
+          (num("multipleOf") && std::fmod(x, *num("multipleOf")) != 0)) {
         return false;
       }
     } else if (v.is_array()) {
@@ -695,22 +698,26 @@ class Converter {
       } catch (const GrammarError& e) {
         fail(std::string(e.what()) + " in \"pattern\"", ptr);
       }
-      // regex_to_gbnf's text is `name ::= body` lines: keep them as rules of this grammar.
-      size_t start = 0;
-      while (start < rules.size()) {
-        const size_t end = rules.find('\n', start);
-        const std::string line = rules.substr(start, end - start);
-        const size_t eq = line.find(" ::= ");
-        used_.insert(line.substr(0, eq));
-        define(line.substr(0, eq), line.substr(eq + 5));
-        start = end + 1;
-      }
+      add_rules(rules);
       return seq({"\"\\\"\"", ro.root, "\"\\\"\""});
     }
     if (!lengths) return builtin("json-string");
     const size_t lo = count(s, "minLength", 0, ptr), hi = count(s, "maxLength", kUnbounded, ptr);
     if (lo > hi) unsatisfiable("minLength above maxLength: no string matches", ptr);
     return seq({"\"\\\"\"", repeat(builtin("json-char"), lo, hi), "\"\\\"\""});
+  }
+
+  // Rules as regex.h writes them, `name ::= body` lines, kept as rules of this grammar.
+  void add_rules(const std::string& rules) {
+    size_t start = 0;
+    while (start < rules.size()) {
+      const size_t end = rules.find('\n', start);
+      const std::string line = rules.substr(start, end - start);
+      const size_t eq = line.find(" ::= ");
+      used_.insert(line.substr(0, eq));
+      define(line.substr(0, eq), line.substr(eq + 5));
+      start = end + 1;
+    }
   }
 
   std::string number(const Json& s, const std::string& ptr, bool integer) {
@@ -723,7 +730,18 @@ class Converter {
     bounds.maximum = bound("maximum");
     bounds.exclusive_minimum = bound("exclusiveMinimum");
     bounds.exclusive_maximum = bound("exclusiveMaximum");
-    if (!bounds.minimum && !bounds.maximum && !bounds.exclusive_minimum && !bounds.exclusive_maximum) {
+    const bool bounded = bounds.minimum || bounds.maximum || bounds.exclusive_minimum || bounds.exclusive_maximum;
+    if (s.contains("multipleOf")) {
+      const double k = s["multipleOf"].get<double>();
+      if (bounded) fail("multipleOf beside minimum/maximum is not supported", ptr);
+      if (!(k >= 1 && k <= kMaxMultipleOf && k == std::floor(k))) {
+        fail("multipleOf other than an integer from 1 to " + std::to_string(kMaxMultipleOf) + " is not supported", ptr);
+      }
+      const std::string name = unique_name("multiple" + ptr);
+      add_rules(multiple_of_gbnf(static_cast<uint32_t>(k), !integer, name));
+      return name;
+    }
+    if (!bounded) {
       return builtin(integer ? "json-integer" : "json-number");
     }
     try {

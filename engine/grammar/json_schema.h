@@ -26,7 +26,8 @@
 // | pattern | ECMAScript regex (regex.h), unanchored unless ^/$ as the spec says; characters in their plain JSON form (no \uXXXX for printable ones); not with minLength/maxLength/format |
 // | format | date (YYYY-MM-DD, days per month exact, 02-29 in leap years only), time (HH:MM:SS[.frac](Z|+HH:MM); second 60 only as 23:59:60 in UTC: Z or ±00:00), date-time (date T time, T/Z in either case; a space for T is refused), uuid (8-4-4-4-12 hex), email (dot-atom local part of 1-64 characters @ dot-separated LDH labels, at least two), ipv4 (dotted decimal, no leading zeros), ipv6 (RFC 4291 text forms with :: and a trailing IPv4); other formats are errors |
 // | minimum maximum exclusiveMinimum exclusiveMaximum | integer: exact digit automata for the range; number: exact (integer part automaton, fraction digits compared as decimals; bounds as the decimals JavaScript prints), written without an exponent; bounds above 1e18 in magnitude are errors. Draft 4's boolean exclusiveMinimum/Maximum is accepted |
-// | multipleOf not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas minProperties maxProperties contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
+// | multipleOf | an integer k from 1 to 1000, without minimum/maximum: a remainder automaton over the digits (k rules); numbers may add "." and zeros |
+// | not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas minProperties maxProperties contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
 //
 // Key order: properties appear in the schema's order (a schema parsed with nlohmann::json instead of ordered_json
 // has them alphabetically); merged schemas list a schema's own properties, then its allOf branches' depth-first,

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <map>
 #include <cstdio>
 #include <vector>
 
@@ -691,6 +692,33 @@ std::string number_range_gbnf(const NumberBounds& bounds) {
     alts.push_back("\"-\" " + positive_range(lo, hi));
   }
   return gbnf_alternation(alts);
+}
+
+std::string multiple_of_gbnf(uint32_t k, bool with_zero_fraction, const std::string& name) {
+  // State r: the digits so far are r modulo k. A digit d moves it to (10 r + d) mod k; the digits leading to one
+  // state form one class. The end is allowed in state 0 only.
+  auto step = [&](uint32_t r, int first_digit) {
+    std::vector<std::string> alts;
+    std::map<uint32_t, std::string> by_target;  // target state -> digits
+    for (int d = first_digit; d <= 9; ++d) by_target[static_cast<uint32_t>((10ull * r + d) % k)] += char('0' + d);
+    for (const auto& [target, digits] : by_target) {
+      std::string cls = "[" + digits + "]";
+      alts.push_back(cls + " " + name + "-" + std::to_string(target));
+    }
+    return alts;
+  };
+  std::vector<std::string> start = {"\"0\""};
+  for (const std::string& a : step(0, 1)) start.push_back(a);
+  std::string out = name + " ::= \"-\"? " + gbnf_alternation(start) +
+                    (with_zero_fraction ? " ( \".\" \"0\"+ )?" : "") + "\n";
+  for (uint32_t r = 0; r < k; ++r) {
+    std::vector<std::string> alts = step(r, 0);
+    if (r == 0) alts.push_back("");
+    std::string body = gbnf_alternation(alts);
+    if (body.size() > 1 && body.front() == '(' && body.back() == ')') body = body.substr(1, body.size() - 2);
+    out += name + "-" + std::to_string(r) + " ::= " + body + "\n";
+  }
+  return out;
 }
 
 std::string js_number(double v) {

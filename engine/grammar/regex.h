@@ -18,6 +18,7 @@
 // alternative without `^` gets any text before it and one without `$` any text after it.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,11 @@ struct NumberBounds {
 };
 std::string integer_range_gbnf(const NumberBounds& bounds);
 std::string number_range_gbnf(const NumberBounds& bounds);
+
+// JSON numbers that are multiples of `k` (1 <= k), as rules (the root rule `name`): an integer's digits run
+// through a remainder automaton of k rules `name`-0 .. `name`-(k-1). with_zero_fraction: a number, so also the
+// integer followed by "." and zeros (4.0 is a multiple of 2). No exponent.
+std::string multiple_of_gbnf(uint32_t k, bool with_zero_fraction, const std::string& name);
 
 // A double as JavaScript prints it (JSON.stringify): integers below 1e21 in full, else the shortest digits that
 // read back the same, with an exponent outside [1e-6, 1e21): 1, 1.5, 1e+21, 1.5e-7.

@@ -370,7 +370,34 @@ b")"));
     for (const char* ok : {"0.11", "0.5", "0.9", "0.900"}) CHECK(unit.accepts(ok));
     for (const char* bad : {"0.1", "0.10", "0.91", "1", "0"}) CHECK(!unit.accepts(bad));
     CHECK(error_of(R"({"type":"integer","maximum":1e30})") == "a numeric bound beyond 1e18 is not supported at /");
-    CHECK(error_of(R"({"type":"number","multipleOf":2})") == "unsupported JSON Schema keyword \"multipleOf\" at /");
+    CHECK(error_of(R"({"type":"number","multipleOf":1.5})") ==
+          "multipleOf other than an integer from 1 to 1000 is not supported at /");
+    CHECK(error_of(R"({"type":"integer","multipleOf":3,"minimum":0})") ==
+          "multipleOf beside minimum/maximum is not supported at /");
+    CHECK(error_of(R"({"type":"integer","multipleOf":0})") == "\"multipleOf\" must be a positive number at /multipleOf");
+  }
+
+  TEST_CASE("multipleOf (an integer k): a remainder automaton, exact over thousands of values") {
+    for (int k : {1, 2, 3, 7, 10, 12, 25, 97, 1000}) {
+      const Schema integer(R"({"type":"integer","multipleOf":)" + std::to_string(k) + "}");
+      const Schema number(R"({"type":"number","multipleOf":)" + std::to_string(k) + "}");
+      for (long v = -2100; v <= 2100; v += (k >= 97 ? 1 : 3)) {
+        CAPTURE(k);
+        CAPTURE(v);
+        CHECK(integer.accepts(std::to_string(v)) == (v % k == 0));
+      }
+      CHECK(number.accepts(std::to_string(5 * k) + ".00"));
+      CHECK(!integer.accepts(std::to_string(5 * k) + ".0"));
+      CHECK(number.accepts("0"));
+      CHECK(!number.accepts("00"));
+      CHECK(number.accepts(std::to_string(3 * k) + "000") );
+      if (k > 1) CHECK(!number.accepts(std::to_string(3 * k + 1)));
+      if (k > 1) CHECK(!number.accepts(std::to_string(k) + ".5"));
+    }
+    const Schema e(R"({"enum":[3,4,6,"x"],"multipleOf":3})");  // enum values filtered; "x" is no number
+    CHECK(e.accepts("3"));
+    CHECK(!e.accepts("4"));
+    CHECK(e.accepts(R"("x")"));
   }
 
   TEST_CASE("unsupported keywords are errors naming the keyword and its pointer; annotations are ignored") {

@@ -44,7 +44,8 @@ function randomValue(depth = 0) {
 }
 
 function leaf() {
-  switch (int(0, 11)) {
+  switch (int(0, 12)) {
+    case 12: return { type: pick(['integer', 'number']), multipleOf: pick([2, 3, 5, 10]) };
     case 0: { const lo = int(-50, 20); return { type: 'integer', minimum: lo, maximum: lo + int(0, 80) }; }
     case 1: return { type: 'integer', exclusiveMinimum: int(-30, 30) + (chance(0.3) ? 0.5 : 0) };
     case 2: { const lo = int(-20, 10) / 4; return { type: 'number', minimum: lo, exclusiveMaximum: lo + int(1, 40) / 4 }; }

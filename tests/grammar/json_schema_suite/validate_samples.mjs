@@ -16,12 +16,23 @@ const draft2020 = new Ajv2020({ strict: false, validateSchema: false });
 addFormats(draft4);
 addFormats(draft2020);
 const validators = new Map();
-let valid = 0, invalid = 0;
+let valid = 0, invalid = 0, beyondDoubles = 0;
 for (const { group, schema, text } of samples) {
   if (!validators.has(group)) {
     // The suite's own files are draft 4; extra_cases.mjs and random_cases.mjs are 2020-12.
     const ajv = /^(extra|random)_cases\.mjs:/.test(group) ? draft2020 : draft4;
     validators.set(group, ajv.compile(schema));
+  }
+  // NOTE: ajv computes multipleOf in doubles; an integer past 15 digits loses its exact value in JSON.parse, so the
+  // verdict would be about a different number. Such texts are only checked to be JSON.
+  if (JSON.stringify(schema).includes('"multipleOf"') && /\d{16,}/.test(text)) {
+    try {
+      JSON.parse(text);
+      beyondDoubles++;
+      continue;
+    } catch (e) {
+      // not JSON: judged below as invalid
+    }
   }
   let value, ok = false;
   try {
@@ -37,5 +48,5 @@ for (const { group, schema, text } of samples) {
     console.log(`INVALID ${group}: ${text}`);
   }
 }
-console.log(`random completions: ${valid} valid, ${invalid} invalid`);
+console.log(`random completions: ${valid} valid, ${invalid} invalid; ${beyondDoubles} with multipleOf and integers past 15 digits, checked as JSON only`);
 process.exit(invalid === 0 ? 0 : 1);
