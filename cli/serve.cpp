@@ -78,7 +78,8 @@ std::unique_ptr<server::ChatTemplate> make_chat_template(const ServerConfig& con
   }
 }
 
-void load(const ServerConfig& config, ServedModel* served) {
+// `metrics` observe the engine's grammar time per constrained token.
+void load(const ServerConfig& config, ServedModel* served, server::Metrics* metrics) {
   if (config.model.empty())
     spdlog::info("no --model given: serving the built-in default model, stories260K (a 260K-parameter model "
                  "that writes short English stories). Serve another with --model path/to/model.gguf or "
@@ -147,6 +148,7 @@ void load(const ServerConfig& config, ServedModel* served) {
   engine_config.max_model_len = max_model_len;
   engine_config.max_queue = config.max_queue;
   engine_config.enable_prefix_caching = config.enable_prefix_caching;
+  engine_config.observe_grammar_time = [metrics](double seconds) { metrics->grammar_token_time.observe(seconds); };
   // NOTE: a test hook: slows every step, so that tests can stop a stream or watch /v1/status mid-generation.
   if (const char* delay = std::getenv("INFLIGHT_DEBUG_STEP_DELAY_MS")) engine_config.debug_step_delay_ms = std::atoi(delay);
   // NOTE: a test hook: the step cost the scheduler plans with ("fixed,prefill_token,decode_seq,attention_kpair"
@@ -222,7 +224,7 @@ void run_serve(ServeFlags& flags) {
     if (const char* delay = std::getenv("INFLIGHT_DEBUG_LOAD_DELAY_MS"))
       wait_until([&] { return stopped.wait_for(std::chrono::seconds(0)) == std::future_status::ready; },
                  std::atof(delay) / 1000.0);
-    load(config, &served);
+    load(config, &served, &state.metrics());
   } catch (...) {
     stop_io();
     throw;

@@ -424,6 +424,7 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
   std::span<const int32_t> prompt(seq->tokens.data(), size_t(r->num_prompt()));
   std::span<const int32_t> output(seq->tokens.data() + r->num_prompt(), size_t(seq->num_generated()));
   int32_t token = -1;
+  const auto grammar_start = std::chrono::steady_clock::now();
   if (seq->matcher) {
     // Sample first and mask only when the grammar refuses the choice (llama.cpp's fast path): the same
     // distribution as masking first wherever sampling does not truncate it (greedy, or no top-k / top-p /
@@ -456,6 +457,8 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
     finish_sequence(seq, FinishReason::Error);
     return;
   }
+  if (seq->matcher && config_.observe_grammar_time)
+    config_.observe_grammar_time(std::chrono::duration<double>(std::chrono::steady_clock::now() - grammar_start).count());
   seq->tokens.push_back(token);
   r->usage.completion_tokens++;
   {

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,9 @@ struct EngineConfig {
   double max_step_ms = 0;
   // Which prompts a step's prompt budget goes to first (prefill_order.h).
   PrefillOrder prefill_order = PrefillOrder::kFcfs;
+  // Called on the engine thread with the seconds a constrained token spent in its grammar (the check of the
+  // sampled token, the mask where needed, the matcher's step); may be empty. Must return quickly.
+  std::function<void(double)> observe_grammar_time;
   // NOTE: a test hook: the step cost the scheduler plans with, instead of the learned one.
   std::optional<StepCost> fixed_step_cost;
   int debug_step_delay_ms = 0;  // a test hook: the engine thread sleeps this long after every step

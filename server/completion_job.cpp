@@ -32,6 +32,10 @@ std::string sse_done() { return "[DONE]"; }
 
 void CompletionJob::start(ServerState& state, const ModelContext& model, CompletionRequest request,
                           std::shared_ptr<ResponseChannel> channel, std::string request_line) {
+  if (!request.constraint.empty()) {
+    state.metrics().count_constrained_request(request.constraint);
+    state.metrics().grammar_compile_time.observe(request.constraint_compile_seconds);
+  }
   auto job = std::make_shared<CompletionJob>(state, model, std::move(request), std::move(channel), std::move(request_line));
   job->submit_all();
   job->begin_output();

@@ -155,6 +155,7 @@ void parse_constraint(const nlohmann::ordered_json& body, CompletionRequest* out
   StructuredOutput so = parse_structured_output(body);
   out->engine.grammar = std::move(so.grammar);
   out->constraint = std::move(so.kind);
+  out->constraint_compile_seconds = so.compile_seconds;
   if (out->engine.grammar && out->engine.beam_width > 1)
     throw BadRequest("use_beam_search", "structured output does not work with use_beam_search");
 }

@@ -31,6 +31,7 @@ struct CompletionRequest {
   bool echo = false;                 // completions: each choice's text starts with its prompt
   bool logprobs = false;             // choices carry logprobs; engine.logprobs alternatives per token
   std::string constraint;            // structured output's kind (structured_output.h); empty: none
+  double constraint_compile_seconds = 0;
 };
 
 // An ApiError 404 when the body's `model` (optional) names neither the served name nor the --model path.

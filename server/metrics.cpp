@@ -28,6 +28,8 @@ const std::vector<double> kLatencyBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.0
                                              0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 const std::vector<double> kTokenGapBuckets = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,
                                               0.15,  0.2,    0.3,   0.4,  0.5,  0.75, 1.0,  2.5,  5.0};
+const std::vector<double> kGrammarBuckets = {0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001,
+                                             0.0025,  0.005,    0.01,    0.025,  0.05,    0.1,    0.25};
 const std::vector<double> kRequestBuckets = {0.05, 0.1,  0.25, 0.5,  1.0,   2.5,   5.0,   10.0,
                                              20.0, 40.0, 60.0, 80.0, 120.0, 240.0, 480.0, 960.0};
 
@@ -60,7 +62,14 @@ Metrics::Metrics()
     : time_to_first_token(kLatencyBuckets),
       inter_token_latency(kTokenGapBuckets),
       e2e_request_latency(kRequestBuckets),
-      request_queue_time(kRequestBuckets) {}
+      request_queue_time(kRequestBuckets),
+      grammar_compile_time(kGrammarBuckets),
+      grammar_token_time(kGrammarBuckets) {}
+
+void Metrics::count_constrained_request(const std::string& kind) {
+  std::lock_guard<std::mutex> lock(mu_);
+  constrained_requests_[kind]++;
+}
 
 void Metrics::count_http_response(int status) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -110,11 +119,21 @@ std::string Metrics::render(const engine::EngineStats* stats) const {
   e2e_request_latency.render("inflight_e2e_request_latency_seconds", &out);
   header(&out, "inflight_request_queue_time_seconds", "histogram", "Time requests waited before their first step.");
   request_queue_time.render("inflight_request_queue_time_seconds", &out);
+  header(&out, "inflight_grammar_compile_seconds", "histogram",
+         "Time to compile a request's structured-output constraint into its grammar (cached ones included).");
+  grammar_compile_time.render("inflight_grammar_compile_seconds", &out);
+  header(&out, "inflight_grammar_token_seconds", "histogram",
+         "Time a constrained token spent in its grammar: the sampled token's check, the mask where needed.");
+  grammar_token_time.render("inflight_grammar_token_seconds", &out);
 
   header(&out, "inflight_http_responses_total", "counter", "HTTP responses, by status code.");
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& [status, count] : http_responses_)
     sample(&out, "inflight_http_responses_total", double(count), "code=\"" + std::to_string(status) + "\"");
+  header(&out, "inflight_constrained_requests_total", "counter",
+         "Requests with structured output, by kind (json_schema, json_object, regex, choice, grammar, tools).");
+  for (const auto& [kind, count] : constrained_requests_)
+    sample(&out, "inflight_constrained_requests_total", double(count), "kind=\"" + kind + "\"");
   return out;
 }
 

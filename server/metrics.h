@@ -37,8 +37,12 @@ class Metrics {
   Histogram inter_token_latency;   // seconds between consecutive tokens of one choice
   Histogram e2e_request_latency;   // seconds, request received -> last event
   Histogram request_queue_time;    // seconds, submitted -> first scheduled
+  Histogram grammar_compile_time;  // seconds, a structured-output constraint -> its compiled grammar
+  Histogram grammar_token_time;    // seconds a constrained token spent in its grammar (engine thread)
 
   void count_http_response(int status);
+  // A request with structured output of `kind` (json_schema, json_object, regex, choice, grammar, tools).
+  void count_constrained_request(const std::string& kind);
 
   // The whole exposition. `stats` is null while the model loads (engine series are then left out).
   std::string render(const engine::EngineStats* stats) const;
@@ -46,6 +50,7 @@ class Metrics {
  private:
   mutable std::mutex mu_;
   std::map<int, uint64_t> http_responses_;  // status -> count
+  std::map<std::string, uint64_t> constrained_requests_;  // kind -> count
 };
 
 }  // namespace inflight::server

@@ -1,5 +1,6 @@
 #include "server/structured_output.h"
 
+#include <chrono>
 #include <string_view>
 #include <vector>
 
@@ -106,7 +107,10 @@ StructuredOutput parse_structured_output(const ordered_json& body) {
                                          " and " + found[1].field + " are set");
   const Constraint& c = found[0];
   try {
-    return {grammar::compile_cached(gbnf_of(c)), c.kind};
+    const auto start = std::chrono::steady_clock::now();
+    StructuredOutput out{grammar::compile_cached(gbnf_of(c)), c.kind};
+    out.compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return out;
   } catch (const grammar::GrammarError& e) {
     throw BadRequest(c.field, c.field + ": " + e.what());
   }

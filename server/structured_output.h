@@ -26,6 +26,7 @@ namespace inflight::server {
 struct StructuredOutput {
   std::shared_ptr<const engine::grammar::Grammar> grammar;  // nullptr: unconstrained
   std::string kind;  // "json_schema", "json_object", "regex", "choice" or "grammar"; empty when unconstrained
+  double compile_seconds = 0;  // the constraint to its grammar (a cached grammar: the conversion and lookup)
 };
 
 // Reads the fields above from `body` (the client's key order: a schema's properties come out in it). Throws
