@@ -59,23 +59,31 @@ size_t MaskCache::num_bytes() const {
   return bytes_;
 }
 
-std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key) {
-  bool full = false;
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = entries_.find(key); it != entries_.end()) return it->second;
-    if (bytes_ >= max_bytes_) {
-      if (auto it = entries_.find(MaskKey{key[0], key[1], kOpen}); it != entries_.end()) return it->second;
-      full = true;
-    }
-  }
-  // Computed outside the lock (a walk over the whole vocabulary); a racing computation gives the same entry.
-  auto entry = std::make_shared<const PositionMask>(compute_position_mask(grammar, vocab, key));
-  if (full) return entry;
+bool MaskCache::full() const {
   std::lock_guard lock(mutex_);
-  auto [it, inserted] = entries_.try_emplace(key, std::move(entry));
-  if (inserted) bytes_ += it->second->num_bytes();
-  return it->second;
+  return bytes_ >= max_bytes_;
+}
+
+std::shared_ptr<const PositionMask> MaskCache::find(const MaskKey& key) const {
+  std::lock_guard lock(mutex_);
+  if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+  if (bytes_ >= max_bytes_)
+    if (auto it = entries_.find(MaskKey{key[0], key[1], kOpen}); it != entries_.end()) return it->second;
+  return nullptr;
+}
+
+std::shared_ptr<const PositionMask> MaskCache::insert(const MaskKey& key, std::shared_ptr<const PositionMask> entry) {
+  std::lock_guard lock(mutex_);
+  if (auto it = entries_.find(key); it != entries_.end()) return it->second;
+  if (bytes_ >= max_bytes_) return entry;
+  bytes_ += entry->num_bytes();
+  return entries_.emplace(key, std::move(entry)).first->second;
+}
+
+std::shared_ptr<const PositionMask> MaskCache::get(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key) {
+  if (auto entry = find(key)) return entry;
+  // Computed outside the lock: a walk over the whole vocabulary.
+  return insert(key, std::make_shared<const PositionMask>(compute_position_mask(grammar, vocab, key)));
 }
 
 std::shared_ptr<MaskCache> MaskCache::of(const Grammar& grammar, const std::shared_ptr<const TokenVocab>& vocab) {

@@ -49,8 +49,12 @@ class MaskCache {
   static constexpr size_t kMaxBytes = size_t(16) << 20;
   explicit MaskCache(size_t max_bytes = kMaxBytes) : max_bytes_(max_bytes) {}
 
-  // The entry of `key` for `vocab` (the vocabulary this cache was made for). Past max_bytes: the entry of the
-  // key cut to its top position where one is kept, else one computed for this call and not kept.
+  // The entry of `key`, or past max_bytes that of the key cut to its top position; null when neither is kept.
+  std::shared_ptr<const PositionMask> find(const MaskKey& key) const;
+  // Keeps `entry` as key's when the budget allows (else it is returned, not kept); a racing insert's entry wins.
+  std::shared_ptr<const PositionMask> insert(const MaskKey& key, std::shared_ptr<const PositionMask> entry);
+  bool full() const;
+  // find(), else the entry computed (compute_position_mask) and inserted.
   std::shared_ptr<const PositionMask> get(const Grammar& grammar, const TokenVocab& vocab, const MaskKey& key);
   size_t num_entries() const;
   size_t num_bytes() const;

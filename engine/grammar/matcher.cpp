@@ -189,14 +189,28 @@ void Matcher::fill_mask(std::span<uint32_t> bitmask) const {
   }
   std::sort(by_key.begin(), by_key.end());
 
+  // Each call computes at most kMaxNewEntries cache entries (a whole-vocabulary walk each); the stacks of keys
+  // without one (not yet computed, or the cache is full) share one whole-vocabulary walk instead. A state with
+  // thousands of distinct keys (an ambiguous grammar) thus costs about two walks, not thousands.
+  constexpr int kMaxNewEntries = 4;
+  int num_new_entries = 0;
   thread_local detail::TokenWalk walk;
-  StackSet group;
+  StackSet group, leftover;
   const std::span<const uint32_t> done(bitmask.data(), bitmask.size());
   for (size_t i = 0; i < by_key.size();) {
     const detail::MaskKey& key = by_key[i].first;
     group.clear();
     for (; i < by_key.size() && by_key[i].first == key; ++i) group.tops.push_back(by_key[i].second);
-    const std::shared_ptr<const detail::PositionMask> entry = mask_cache_->get(*grammar_, *vocab_, key);
+    std::shared_ptr<const detail::PositionMask> entry = mask_cache_->find(key);
+    if (!entry && num_new_entries < kMaxNewEntries && !mask_cache_->full()) {
+      ++num_new_entries;
+      entry = mask_cache_->insert(key, std::make_shared<const detail::PositionMask>(
+                                           detail::compute_position_mask(*grammar_, *vocab_, key)));
+    }
+    if (!entry) {
+      leftover.tops.insert(leftover.tops.end(), group.tops.begin(), group.tops.end());
+      continue;
+    }
     if (!entry->accepted_bits.empty()) {
       for (size_t w = 0; w < entry->accepted_bits.size(); ++w) bitmask[w] |= entry->accepted_bits[w];
     } else {
@@ -211,6 +225,14 @@ void Matcher::fill_mask(std::span<uint32_t> bitmask) const {
           if (v == detail::Verdict::kAccept) set_bit(bitmask, vocab_->sorted_id(entry->uncertain[size_t(k)]));
         });
   }
+  if (leftover.tops.empty()) return;
+  detail::walk_tokens(
+      walker, leftover, *vocab_, vocab_->num_sorted(), true, walk,
+      [&](int k) { return std::pair<int32_t, int32_t>(k, vocab_->sorted_lcp(k)); },
+      [&](int k) { return test_bit(done, vocab_->sorted_id(k)); },
+      [&](int k, detail::Verdict v) {
+        if (v == detail::Verdict::kAccept) set_bit(bitmask, vocab_->sorted_id(k));
+      });
 }
 
 std::string Matcher::forced_bytes() const {

@@ -346,7 +346,9 @@ TEST_SUITE("grammar matcher") {
     CHECK(cache.num_entries() == 2);
     CHECK(cache.num_bytes() == cache.get(*g, *vocab, k0)->num_bytes() + cache.get(*g, *vocab, cut2)->num_bytes());
     // Full: k2 gets its top position's entry; k1's top position has none, so k1's own, not kept.
-    CHECK(cache.get(*g, *vocab, k2) == cache.get(*g, *vocab, cut2));
+    CHECK(cache.full());
+    CHECK(cache.find(k2) == cache.find(cut2));
+    CHECK(cache.find(k1) == nullptr);
     CHECK(same(*cache.get(*g, *vocab, k1), compute_position_mask(*g, *vocab, k1)));
     CHECK(cache.get(*g, *vocab, k1) != cache.get(*g, *vocab, k1));
     CHECK(cache.num_entries() == 2);
@@ -436,5 +438,21 @@ TEST_SUITE("grammar matcher") {
       }
     }
     CHECK(num_grammars >= 100);
+  }
+
+  TEST_CASE("a fresh grammar's cache fills a few entries per mask; the other stacks share one whole walk") {
+    const auto vocab = test::byte_level_vocab(2000, 9);
+    const auto g = parse_gbnf(test::json_gbnf());
+    const auto cache = engine::grammar::detail::MaskCache::of(*g, vocab);
+    Matcher m(g, vocab);
+    REQUIRE(m.num_stacks() > 4);  // ws, {, [, ", -, digits, t, f, n: more keys than one call computes
+    const auto brute = test::brute_force_mask(m);
+    size_t last = 0;
+    for (int call = 0; call < 4; ++call) {
+      CHECK(test::mask_of(m) == brute);
+      CHECK(cache->num_entries() <= last + 4);
+      last = cache->num_entries();
+    }
+    CHECK(last >= size_t(m.num_stacks()) - 1);  // every key computed by now
   }
 }
