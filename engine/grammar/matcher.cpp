@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <unordered_map>
 
 #include "engine/grammar/mask_cache.h"
 #include "engine/grammar/stack_walker.h"

@@ -23,8 +23,8 @@
 // matches the rest of the code point with the next token's bytes. Special tokens (TokenVocab::is_special) are
 // never allowed, EOS aside.
 //
-// Errors: the mask and accept calls throw GrammarError where a grammar is too ambiguous for the stack limits
-// (stack_walker.h); rollback past the kept history and a bitmask too short abort (caller bugs).
+// Errors: the constructor, the mask and the accept calls throw GrammarError where a grammar is too ambiguous for
+// the stack limits (stack_walker.h), leaving the state as it was; rollback past the kept history and a bitmask too short abort (caller bugs).
 //
 // Speed: fill_mask starts from a per-(grammar, vocabulary) cache (mask_cache.h): for the top three positions of
 // each stack, the tokens accepted or rejected whatever lies below them, computed once on first use; only the
