@@ -227,6 +227,24 @@ num ::= [1-9] [0-9]? | "zero")";
     }
   }
 
+  TEST_CASE("/metrics counts constrained requests by kind and times their grammars") {
+    const uint16_t port = stories_server().port();
+    auto scrape = [&] { return http_request(port, "GET", "/metrics", "").body; };
+    const std::string before = scrape();
+    const double choices = std::max(0.0, metric_value(before, "inflight_constrained_requests_total{kind=\"choice\"}"));
+    const double tokens = metric_value(before, "inflight_grammar_token_seconds_count");
+    const double compiles = metric_value(before, "inflight_grammar_compile_seconds_count");
+    const JsonResult r = post_json(port, "/v1/completions", {{"prompt", "The cat"}, {"max_tokens", 8},
+                                                             {"guided_choice", {"a little angry", "sad"}}});
+    REQUIRE(r.status == 200);
+    const std::string after = scrape();
+    CHECK(metric_value(after, "inflight_constrained_requests_total{kind=\"choice\"}") == choices + 1);
+    CHECK(metric_value(after, "inflight_grammar_compile_seconds_count") == compiles + 1);
+    // One observation per generated token (the end token included).
+    CHECK(metric_value(after, "inflight_grammar_token_seconds_count") >=
+          tokens + r.body["usage"]["completion_tokens"].get<double>());
+  }
+
   TEST_CASE("bad constraints are 400s naming the field and the problem") {
     const uint16_t port = stories_server().port();
     struct Bad {
