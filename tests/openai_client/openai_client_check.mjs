@@ -1,9 +1,14 @@
 // The official OpenAI Node client, unchanged, against `inflight serve` on stories260K: the model list, a
 // completion, a streamed completion, a chat completion (plain, streamed, with tools and
-// chat_template_kwargs), and API errors (a chat template refusing a conversation among them).
+// chat_template_kwargs), structured output (response_format with a JSON schema, validated by ajv; the
+// client's own chat.completions.parse with a zod schema), and API errors (a chat template refusing a
+// conversation among them).
 // Usage: node openai_client_check.mjs <base URL, e.g. http://127.0.0.1:8000/v1> <api key>
 import assert from 'node:assert/strict';
+import Ajv from 'ajv';
 import OpenAI from 'openai';
+import { zodResponseFormat } from 'openai/helpers/zod';
+import { z } from 'zod';
 
 const [baseURL, apiKey] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
@@ -60,9 +65,51 @@ await assert.rejects(
     { role: 'tool', tool_call_id: 'c1', content: '22 C' }] }),
   (err) => err instanceof OpenAI.BadRequestError && err.param === 'messages' && /llama2 chat template/.test(err.message));
 
+// Structured output: every answer that stops is JSON that ajv finds valid against the schema.
+const schema = {
+  type: 'object',
+  properties: {
+    title: { type: 'string', minLength: 1, maxLength: 16 },
+    stars: { type: 'integer', minimum: 1, maximum: 5 },
+    mood: { enum: ['happy', 'sad'] },
+    words: { type: 'array', items: { type: 'string', maxLength: 8 }, minItems: 1, maxItems: 3 },
+  },
+  required: ['title', 'stars', 'mood', 'words'],
+  additionalProperties: false,
+};
+const validate = new Ajv({ strict: true }).compile(schema);
+let stopped = 0;
+for (let seed = 0; seed < 8; seed++) {
+  const r = await client.chat.completions.create({ model, messages, max_tokens: 100, temperature: 1, seed,
+    response_format: { type: 'json_schema', json_schema: { name: 'review', schema, strict: true } } });
+  if (r.choices[0].finish_reason !== 'stop') continue;
+  stopped++;
+  const value = JSON.parse(r.choices[0].message.content);
+  assert.ok(validate(value), `${r.choices[0].message.content}: ${JSON.stringify(validate.errors)}`);
+}
+assert.ok(stopped >= 6, `only ${stopped} of 8 structured answers stopped`);
+
+// The client's own helper: a zod schema to response_format, and the answer parsed back into a typed object.
+const Review = z.object({ title: z.string().max(16), stars: z.number().int().min(1).max(5), happy: z.boolean() });
+const parsed = await client.chat.completions.parse({ model, messages, max_tokens: 60, temperature: 0.7, seed: 3,
+                                                     response_format: zodResponseFormat(Review, 'review') });
+const review = parsed.choices[0].message.parsed;
+assert.equal(parsed.choices[0].finish_reason, 'stop');
+assert.ok(Review.safeParse(review).success, JSON.stringify(review));
+
+// json_object: any object; an unsupported keyword is a 400 naming it.
+const object = await client.chat.completions.create({ model, messages, max_tokens: 40, temperature: 0,
+                                                      response_format: { type: 'json_object' } });
+assert.ok(object.choices[0].message.content.startsWith('{'));
+await assert.rejects(
+  client.chat.completions.create({ model, messages, max_tokens: 4,
+    response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { a: {} } } } } }),
+  (err) => err instanceof OpenAI.BadRequestError && /patternProperties/.test(err.message));
+
 await assert.rejects(client.completions.create({ model: 'gpt-4', prompt: 'x', max_tokens: 1 }),
                      (err) => err instanceof OpenAI.NotFoundError && err.code === 'model_not_found');
 await assert.rejects(client.completions.create({ model, prompt: 'x', temperature: 9 }),
                      (err) => err instanceof OpenAI.BadRequestError && err.param === 'temperature');
 
-console.log(`openai client: completion, streamed completion, chat completion (plain, streamed, with tools), errors: ok`);
+console.log(`openai client: completion, streamed completion, chat completion (plain, streamed, with tools), ` +
+            `structured output (${stopped} of 8 schema answers stopped, all valid; zod parse), errors: ok`);
