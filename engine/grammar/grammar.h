@@ -69,8 +69,8 @@ class Grammar {
   const std::string& rule_name(int rule) const { return rule_names_[size_t(rule)]; }
   // The start positions of `rule`'s alternatives.
   std::span<const int32_t> alternatives(int rule) const {
-    return std::span<const int32_t>(alt_starts_).subspan(size_t(alt_offsets_[size_t(rule)]),
-                                                          size_t(alt_offsets_[size_t(rule) + 1] - alt_offsets_[size_t(rule)]));
+    const auto begin = size_t(alt_offsets_[size_t(rule)]), end = size_t(alt_offsets_[size_t(rule) + 1]);
+    return std::span<const int32_t>(alt_starts_).subspan(begin, end - begin);
   }
   std::span<const Element> elements() const { return elements_; }
   const Element& element(int32_t pos) const { return elements_[size_t(pos)]; }

@@ -24,7 +24,8 @@
 // never allowed, EOS aside.
 //
 // Errors: the constructor, the mask and the accept calls throw GrammarError where a grammar is too ambiguous for
-// the stack limits (stack_walker.h), leaving the state as it was; rollback past the kept history and a bitmask too short abort (caller bugs).
+// the stack limits (stack_walker.h), leaving the state as it was; rollback past the kept history and a bitmask
+// too short abort (caller bugs).
 //
 // Speed: fill_mask starts from a per-(grammar, vocabulary) cache (mask_cache.h): for the top three positions of
 // each stack, the tokens accepted or rejected whatever lies below them, computed once on first use; only the
