@@ -4,12 +4,15 @@
 //
 //   ./bench_grammar
 //   ./bench_grammar --benchmark_filter='fill_mask/'
+//   INFLIGHT_BENCH_TOKENIZER=path/to/tokenizer.json ./bench_grammar   # a real vocabulary instead (any file or
+//                                                                      # folder engine::load_tokenizer reads)
 //
 // The vocabulary is synthetic but shaped like Llama 3's: the 256 bytes, then 128k pieces: English-like words
 // with and without a leading space (and capitalised), numbers, punctuation runs, whitespace runs, JSON pieces
 // (`":`, `",`, `{"`, ...) and a few multi-byte characters.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <set>
@@ -20,6 +23,7 @@
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/mask_cache.h"
 #include "engine/grammar/matcher.h"
+#include "engine/model_loader.h"
 
 namespace {
 
@@ -90,7 +94,11 @@ std::shared_ptr<const TokenVocab> make_vocab() {
 }
 
 const std::shared_ptr<const TokenVocab>& vocab() {
-  static const std::shared_ptr<const TokenVocab> v = make_vocab();
+  static const std::shared_ptr<const TokenVocab> v = [] {
+    if (const char* path = std::getenv("INFLIGHT_BENCH_TOKENIZER"))
+      return std::make_shared<const TokenVocab>(inflight::engine::load_tokenizer(path));
+    return make_vocab();
+  }();
   return v;
 }
 const std::shared_ptr<const Grammar>& json_grammar() {
