@@ -291,7 +291,6 @@ class GrammarBuilder {
         const size_t op = pos_;
         auto [min, max] = parse_repetition();
         atom = repeat(base, std::move(atom), min, max, op);
-        (void)start;
         skip_space();
       }
       count_elements(atom.size(), start);
