@@ -78,6 +78,11 @@ TEST_SUITE("grammar matcher") {
     CHECK(!m.can_end());
     CHECK(m.allows(id_of(*vocab, "\xB3")));  // 0xC3 0xB3 = ó, in the class too
     CHECK(!m.allows(id_of(*vocab, "y")));    // not a continuation byte
+    for (const bool cached : {true, false}) {  // inside a character: the bytes 0xA0-0xBF, "\xB3" again, "\xA9y"
+      const auto mask = test::mask_of(m, cached);
+      CHECK(mask == test::brute_force_mask(m));
+      CHECK(test::allowed_ids(mask).size() == 34);
+    }
     CHECK(m.accept_token(id_of(*vocab, "\xA9y")));
     CHECK(m.can_end());
 
