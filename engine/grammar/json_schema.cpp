@@ -899,6 +899,10 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const Json
   }
 }
 
+std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& options) {
+  return json_schema_to_gbnf(nlohmann::ordered_json(schema), options);
+}
+
 std::string json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaOptions& options) {
   nlohmann::ordered_json schema;
   try {

@@ -64,6 +64,8 @@ struct JsonSchemaOptions {
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options = {});
 // The same from the schema's JSON text (keys keep their order); a parse error is a GrammarError.
 std::string json_schema_to_gbnf(std::string_view schema_json, const JsonSchemaOptions& options = {});
+// The same from a nlohmann::json, whose objects are sorted by key: properties come out in alphabetical order.
+std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& options = {});
 
 // Any JSON object (OpenAI's `response_format: {type: json_object}`), and any JSON value.
 std::string json_object_gbnf(const JsonSchemaOptions& options = {});

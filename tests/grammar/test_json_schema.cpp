@@ -523,5 +523,10 @@ b")"));
     const Schema s(R"({"properties":{"z":{"type":"integer"},"a":{"type":"integer"}},"required":["z","a"]})");
     CHECK(s.accepts(R"({"z":1,"a":2})"));
     CHECK(!s.accepts(R"({"a":2,"z":1})"));
+    // A nlohmann::json sorts its keys: the properties come out alphabetically.
+    const nlohmann::json sorted = nlohmann::json::parse(R"({"properties":{"z":{"type":"integer"},"a":{"type":"integer"}},"required":["z","a"]})");
+    const auto g = parse_gbnf(json_schema_to_gbnf(sorted));
+    Matcher m(g, single_bytes());
+    CHECK((m.accept_bytes(R"({"a":2,"z":1})") && m.can_end()));
   }
 }
