@@ -239,21 +239,27 @@ std::string Matcher::forced_bytes() const {
   std::string forced;
   if (state().terminated || state().can_end) return forced;
   StackWalker& walker = thread_walker(*grammar_);
-  StackSet set, next, only;
+  StackSet set, next;
   load(state(), walker, set);
   while (forced.size() < kMaxForcedBytes && !set.tops.empty() && !set.can_end) {
+    // A byte some top's terminal takes always leaves a parse alive (its stack moves on or pops), so the bytes
+    // allowed next are those the tops' classes take.
     int num_allowed = 0;
-    uint8_t allowed = 0;
-    for (int b = 0; b < 256 && num_allowed < 2; ++b) {
-      walker.advance(set, uint8_t(b), next);
-      if (next.tops.empty() && !next.can_end) continue;
-      ++num_allowed;
-      allowed = uint8_t(b);
-      std::swap(only, next);
-    }
+    int allowed = -1;
+    for (int b = 0; b < 256 && num_allowed < 2; ++b)
+      for (const int32_t id : set.tops) {
+        const detail::StackNode& n = walker.node(id);
+        const CharClass& c = grammar_->char_class(grammar_->element(n.pos).value);
+        if (detail::step_class(c, n.partial, uint8_t(b)).kind != detail::ClassStep::kReject) {
+          ++num_allowed;
+          allowed = b;
+          break;
+        }
+      }
     if (num_allowed != 1) break;
     forced += char(allowed);
-    std::swap(set, only);
+    walker.advance(set, uint8_t(allowed), next);
+    std::swap(set, next);
   }
   return forced;
 }

@@ -41,7 +41,7 @@ int32_t id_of(const TokenVocab& vocab, const std::string& bytes) {
 bool bit(const std::vector<uint32_t>& mask, int32_t id) { return (mask[size_t(id) / 32] >> (id % 32)) & 1; }
 
 // Random walks through `gbnf` over `vocab`: at every step the cached mask, the uncached mask and the
-// brute-force mask (when `brute` says so) agree, and allows() agrees with the mask.
+// brute-force mask (when `brute` says so) agree, allows() agrees with the mask, and so do the forced bytes.
 void check_masks_on_random_walks(const std::string& gbnf, const std::shared_ptr<const TokenVocab>& vocab,
                                  int num_walks, int num_steps, bool brute, uint32_t seed) {
   const auto grammar = parse_gbnf(gbnf);
@@ -59,6 +59,17 @@ void check_masks_on_random_walks(const std::string& gbnf, const std::shared_ptr<
       for (int k = 0; k < 20; ++k) {
         const auto id = int32_t(rng() % uint32_t(vocab->size()));
         REQUIRE(m.allows(id) == bit(cached, id));
+      }
+      // Every allowed token agrees with the forced bytes (one is a prefix of the other), and they are accepted.
+      const std::string forced = m.forced_bytes();
+      if (!forced.empty()) {
+        for (const int32_t id : test::allowed_ids(cached)) {
+          REQUIRE(id != vocab->eos_id());
+          const std::string& t = vocab->token_bytes(id);
+          REQUIRE(forced.compare(0, std::min(forced.size(), t.size()), t, 0, std::min(forced.size(), t.size())) == 0);
+        }
+        Matcher copy = m;
+        REQUIRE(copy.accept_bytes(forced));
       }
       ++num_checked;
       if (!test::step_randomly(m, rng)) break;
