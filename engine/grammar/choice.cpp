@@ -143,6 +143,40 @@ std::string seq(std::initializer_list<std::string> parts) {
 }
 }  // namespace
 
+// RFC 4291 section 2.2 (as RFC 3986's IPv6address spells it): at most 8 groups, one "::" standing for one or
+// more zero groups, the last 32 bits optionally as dotted IPv4.
+std::string ipv6_forms(const std::string& ipv4) {
+  const std::string h = "[0-9a-fA-F]{1,4}";
+  const std::string ls32 = "( " + h + " \":\" " + h + " | " + ipv4 + " )";
+  auto groups = [&](int n) { return n == 0 ? std::string() : "( " + h + " \":\" ){" + std::to_string(n) + "}"; };
+  auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
+    return n < 0 ? std::string() : "( " + (n ? "( " + h + " \":\" ){0," + std::to_string(n) + "} " : "") + h + " )?";
+  };
+  std::vector<std::string> forms = {groups(6) + " " + ls32, "\"::\" " + groups(5) + " " + ls32};
+  for (int k = 0; k <= 4; ++k) forms.push_back(seq({before(k), "\"::\"", groups(4 - k), ls32}));
+  forms.push_back(seq({before(5), "\"::\"", h}));
+  forms.push_back(seq({before(6), "\"::\""}));
+  return gbnf_alternation(forms);
+}
+
+// RFC 3986's URI, section 3 and appendix A: scheme ":" hier-part ["?" query] ["#" fragment]; ASCII only (an IRI's
+// other characters must be percent-encoded). The empty path is refused ("x:", "x:?q"), as ajv-formats does.
+std::string uri(const std::string& ipv6) {
+  const std::string unreserved = "[a-zA-Z0-9._~\\x2D]", sub_delims = "[!$&'()*+,;=]";
+  const std::string pct = "\"%\" [0-9a-fA-F] [0-9a-fA-F]";
+  const std::string pchar = "( " + unreserved + " | " + pct + " | " + sub_delims + " | [:@] )";
+  const std::string segment = pchar + "*", segment_nz = pchar + "+";
+  const std::string ipv4_or_name = "( " + unreserved + " | " + pct + " | " + sub_delims + " )*";  // reg-name covers IPv4
+  const std::string ip_literal = "\"[\" ( " + ipv6 + " | \"v\" [0-9a-fA-F]+ \".\" ( " + unreserved + " | " +
+                                 sub_delims + " | \":\" )+ ) \"]\"";
+  const std::string userinfo = "( " + unreserved + " | " + pct + " | " + sub_delims + " | \":\" )*";
+  const std::string authority = "( " + userinfo + " \"@\" )? ( " + ip_literal + " | " + ipv4_or_name + " ) ( \":\" [0-9]* )?";
+  const std::string hier_part = "( \"//\" " + authority + " ( \"/\" " + segment + " )* | \"/\" ( " + segment_nz +
+                                " ( \"/\" " + segment + " )* )? | " + segment_nz + " ( \"/\" " + segment + " )* )";
+  const std::string query = "( " + pchar + " | [/?] )*";
+  return "[a-zA-Z] [a-zA-Z0-9+.\\x2D]* \":\" " + hier_part + " ( \"?\" " + query + " )? ( \"#\" " + query + " )?";
+}
+
 std::string json_format_gbnf(std::string_view format) {
   if (format == "date") {
     // Days per month exact; 02-29 only in leap years (divisible by 4, centuries only when divisible by 400).
@@ -168,23 +202,12 @@ std::string json_format_gbnf(std::string_view format) {
     const std::string label = "[a-zA-Z0-9] ( [a-zA-Z0-9-]{0,61} [a-zA-Z0-9] )?";
     return atom + "{1,64} ( \".\" " + atom + "{1,64} ){0,31} \"@\" " + label + " ( \".\" " + label + " ){1,8}";
   }
-  if (format != "ipv4" && format != "ipv6") return "";
+  if (format != "ipv4" && format != "ipv6" && format != "uri") return "";
   const std::string octet = "( \"25\" [0-5] | \"2\" [0-4] [0-9] | \"1\" [0-9] [0-9] | [1-9] [0-9] | [0-9] )";
   const std::string ipv4 = octet + " \".\" " + octet + " \".\" " + octet + " \".\" " + octet;
   if (format == "ipv4") return ipv4;
-  // RFC 4291 section 2.2 (as RFC 3986's IPv6address spells it): at most 8 groups, one "::" standing for one or
-  // more zero groups, the last 32 bits optionally as dotted IPv4.
-  const std::string h = "[0-9a-fA-F]{1,4}";
-  const std::string ls32 = "( " + h + " \":\" " + h + " | " + ipv4 + " )";
-  auto groups = [&](int n) { return n == 0 ? std::string() : "( " + h + " \":\" ){" + std::to_string(n) + "}"; };
-  auto before = [&](int n) {  // [ *n( h16 ":" ) h16 ]
-    return n < 0 ? std::string() : "( " + (n ? "( " + h + " \":\" ){0," + std::to_string(n) + "} " : "") + h + " )?";
-  };
-  std::vector<std::string> forms = {groups(6) + " " + ls32, "\"::\" " + groups(5) + " " + ls32};
-  for (int k = 0; k <= 4; ++k) forms.push_back(seq({before(k), "\"::\"", groups(4 - k), ls32}));
-  forms.push_back(seq({before(5), "\"::\"", h}));
-  forms.push_back(seq({before(6), "\"::\""}));
-  return gbnf_alternation(forms);
+  if (format == "uri") return uri(ipv6_forms(ipv4));
+  return ipv6_forms(ipv4);
 }
 
 std::string choice_to_gbnf(const std::vector<std::string>& choices, std::string_view root) {

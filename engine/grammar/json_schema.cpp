@@ -22,7 +22,7 @@ constexpr int kMaxMultipleOf = 1000;  // multipleOf k: a remainder automaton of 
 
 const std::set<std::string, std::less<>> kAnnotations = {
     "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
-    "writeOnly", "$defs", "definitions"};
+    "writeOnly", "discriminator", "$defs", "definitions"};
 const std::set<std::string, std::less<>> kSupported = {
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",

@@ -8,6 +8,7 @@
 // | keyword | support |
 // |---|---|
 // | title description default examples $schema $id id $comment deprecated readOnly writeOnly | ignored (annotations) |
+// | discriminator | ignored: OpenAPI's (Pydantic writes it beside oneOf); it changes no instance's validity, the branches themselves decide |
 // | $defs definitions | containers for $ref; a definition is compiled only when referenced |
 // | type | string, number, integer, boolean, null, object, array, or a list; absent: every type, each with the keywords that apply to it |
 // | enum const | any JSON values, as their compact JSON text (numbers in JavaScript's shortest form: 1, 1.5, 1e+21; object keys in the value's order); beside them only type, and the length / bound / count / required keywords, which filter the values |
@@ -24,7 +25,7 @@
 // | uniqueItems | false only (true is an error) |
 // | minLength maxLength | code points as bounded repetition of the string character (an escape is one character; a surrogate-pair escape counts as two) |
 // | pattern | ECMAScript regex (regex.h), unanchored unless ^/$ as the spec says; characters in their plain JSON form (no \uXXXX for printable ones); not with minLength/maxLength/format |
-// | format | date (YYYY-MM-DD, days per month exact, 02-29 in leap years only), time (HH:MM:SS[.frac](Z|+HH:MM); second 60 only as 23:59:60 in UTC: Z or ±00:00), date-time (date T time, T/Z in either case; a space for T is refused), uuid (8-4-4-4-12 hex), email (dot-atom local part of 1-64 characters @ dot-separated LDH labels, at least two), ipv4 (dotted decimal, no leading zeros), ipv6 (RFC 4291 text forms with :: and a trailing IPv4); other formats are errors |
+// | format | date (YYYY-MM-DD, days per month exact, 02-29 in leap years only), time (HH:MM:SS[.frac](Z|+HH:MM); second 60 only as 23:59:60 in UTC: Z or ±00:00), date-time (date T time, T/Z in either case; a space for T is refused), uuid (8-4-4-4-12 hex), email (dot-atom local part of 1-64 characters @ dot-separated LDH labels, at least two), ipv4 (dotted decimal, no leading zeros), ipv6 (RFC 4291 text forms with :: and a trailing IPv4), uri (RFC 3986's URI: scheme ":" hier-part ["?" query] ["#" fragment], ASCII only, the empty path refused as ajv-formats does); other formats are errors |
 // | minimum maximum exclusiveMinimum exclusiveMaximum | integer: exact digit automata for the range; number: exact (integer part automaton, fraction digits compared as decimals; bounds as the decimals JavaScript prints), written without an exponent; bounds above 1e18 in magnitude are errors. Draft 4's boolean exclusiveMinimum/Maximum is accepted |
 // | multipleOf | an integer k from 1 to 1000, without minimum/maximum: a remainder automaton over the digits (k rules); numbers may add "." and zeros |
 // | not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas minProperties maxProperties contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |

@@ -25,8 +25,8 @@ const SUPPORTED = new Set(['type', 'enum', 'const', '$ref', 'allOf', 'anyOf', 'o
   'minLength', 'maxLength', 'pattern', 'format', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum',
   'multipleOf']);
 const ANNOTATIONS = new Set(['title', 'description', 'default', 'examples', '$schema', '$id', 'id', '$comment',
-  'deprecated', 'readOnly', 'writeOnly', '$defs', 'definitions']);
-const FORMATS = new Set(['date', 'time', 'date-time', 'uuid', 'email', 'ipv4', 'ipv6']);
+  'deprecated', 'readOnly', 'writeOnly', 'discriminator', '$defs', 'definitions']);
+const FORMATS = new Set(['date', 'time', 'date-time', 'uuid', 'email', 'ipv4', 'ipv6', 'uri']);
 
 // Groups left out although their keywords are supported, with the reason (file: description).
 const EXCLUDED = {

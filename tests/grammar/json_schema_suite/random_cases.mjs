@@ -18,9 +18,10 @@ const chance = (p) => rand() < p;
 const NAMES = ['a', 'b', 'c', 'ab', 'a b', 'é', 'x"y', 'id', 'name'];
 const CHARS = ['a', 'b', 'z', '0', '7', ' ', '-', 'é', '😀', '"', '\\', '\n', '\u0001', '/', 'A'];
 const PATTERNS = ['^a+$', 'b', '^[a-z]{1,3}$', '\\d', '^(ab|c)*$', '^[^a]*$', 'é', '^.{2}$', '^\\w+-\\d?$'];
-const FORMATS = ['date', 'time', 'date-time', 'uuid', 'email', 'ipv4', 'ipv6'];
+const FORMATS = ['date', 'time', 'date-time', 'uuid', 'email', 'ipv4', 'ipv6', 'uri'];
 const FORMAT_SAMPLES = ['2024-02-29', '2023-02-29', '12:00:00Z', '25:00:00Z', '2024-01-01T00:00:00Z',
-  '123e4567-e89b-12d3-a456-426614174000', 'joe@example.com', 'joe@', '10.0.0.1', '300.0.0.1', '::1', '1::2::3'];
+  '123e4567-e89b-12d3-a456-426614174000', 'joe@example.com', 'joe@', '10.0.0.1', '300.0.0.1', '::1', '1::2::3',
+  'https://example.com/x?y#z', 'no scheme'];
 
 function randomString(max = 5) {
   let s = '';
