@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "engine/grammar/matcher.h"
 #include "engine/grammar/regex.h"
 
 namespace inflight::engine::grammar {
@@ -109,6 +110,16 @@ std::string compact_json(const Json& v) {
   return v.dump(-1, ' ', false);
 }
 
+// The 256 single bytes as tokens: a Matcher over them decides exactly a grammar's language (enum filtering).
+std::shared_ptr<const TokenVocab> single_byte_vocab() {
+  static const auto vocab = [] {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, static_cast<char>(b));
+    return std::make_shared<const TokenVocab>(std::move(tokens), -1);
+  }();
+  return vocab;
+}
+
 std::string seq(std::initializer_list<std::string> parts) {
   std::string out;
   for (const std::string& p : parts) {
@@ -162,8 +173,9 @@ class Converter {
  public:
   Converter(const Json& root, const JsonSchemaOptions& options) : root_(root), options_(options) {}
 
-  std::string run(const Json* schema, std::string_view builtin_root) {
-    const std::string body = schema != nullptr ? visit(*schema, "", 0) : builtin(std::string(builtin_root));
+  // The grammar of `schema` (found at `ptr`, `depth` deep in the root), or of the builtin rule `builtin_root`.
+  std::string run(const Json* schema, std::string_view builtin_root, const std::string& ptr = "", int depth = 0) {
+    const std::string body = schema != nullptr ? visit(*schema, ptr, depth) : builtin(std::string(builtin_root));
     std::string out = "root ::= " + body + "\n";
     for (const std::string& name : order_) out += name + " ::= " + rules_.at(name) + "\n";
     if (out.size() > options_.max_grammar_bytes) fail_size();
@@ -508,7 +520,7 @@ class Converter {
       }
       out = gbnf_alternation(alternatives);
     } else if (s.contains("enum") || s.contains("const")) {
-      out = enum_values(s, ptr);
+      out = enum_values(s, ptr, depth);
     } else {
       out = typed(s, ptr, depth);
     }
@@ -590,53 +602,41 @@ class Converter {
     return false;
   }
 
-  std::string enum_values(const Json& s, const std::string& ptr) {
+  // The enum/const values (filtered by type) that the rest of the schema accepts: the rest is compiled on its own
+  // and each value's compact text run through its grammar, so every keyword the table supports filters exactly
+  // (an object value whose keys are not in the properties' order is dropped: stricter, never looser).
+  std::string enum_values(const Json& s, const std::string& ptr, int depth) {
     const Json values = s.contains("const") ? Json::array({s["const"]}) : s["enum"];
     const unsigned types = schema_types(s, ptr);
-    static const std::set<std::string, std::less<>> kFilters = {
-        "type", "enum", "const", "minLength", "maxLength", "minimum", "maximum", "exclusiveMinimum",
-        "exclusiveMaximum", "minItems", "maxItems", "required", "uniqueItems", "multipleOf"};
-    for (const auto& kv : s.items()) {
-      if (kAnnotations.count(kv.key()) == 0 && kFilters.count(kv.key()) == 0) {
-        fail("enum/const beside \"" + kv.key() + "\" is not supported", ptr);
-      }
-    }
     if (s.contains("enum") && s.contains("const") && std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) {
       unsatisfiable("const is not among enum's values: the schema matches nothing", ptr);
+    }
+    Json rest = s;
+    for (const char* k : {"enum", "const", "type"}) rest.erase(k);
+    std::shared_ptr<const Grammar> check;
+    if (!only_annotations(rest)) {
+      if (s.contains("type")) rest["type"] = s["type"];
+      JsonSchemaOptions compact = options_;
+      compact.any_whitespace = false;
+      try {
+        check = parse_gbnf(Converter(root_, compact).run(&rest, "", ptr, depth + 1));
+      } catch (const Unsatisfiable&) {
+        unsatisfiable("no enum/const value passes the schema's other keywords: it matches nothing", ptr);
+      }
     }
     std::vector<std::string> literals;
     for (const Json& v : values) {
       const unsigned t = value_type(v);
       if ((t & types) == 0 && !(t == kInteger && (types & kNumber))) continue;
-      if (!passes_filters(v, s)) continue;
-      literals.push_back(gbnf_literal(compact_json(v)));
+      const std::string text = compact_json(v);
+      if (check) {
+        Matcher m(check, single_byte_vocab(), 1);
+        if (!(m.accept_bytes(text) && m.can_end())) continue;
+      }
+      literals.push_back(gbnf_literal(text));
     }
     if (literals.empty()) unsatisfiable("no enum/const value passes the schema's other keywords: it matches nothing", ptr);
     return gbnf_alternation(literals);
-  }
-
-  static bool passes_filters(const Json& v, const Json& s) {
-    auto num = [&](const char* k) { return s.contains(k) ? std::optional<double>(s[k].get<double>()) : std::nullopt; };
-    if (v.is_string()) {
-      const size_t n = decode_utf8(v.get<std::string>(), "enum").size();
-      if (num("minLength") && n < *num("minLength")) return false;
-      if (num("maxLength") && n > *num("maxLength")) return false;
-    } else if (v.is_number()) {
-      const double x = v.get<double>();
-      if ((num("minimum") && x < *num("minimum")) || (num("maximum") && x > *num("maximum")) ||
-          (num("exclusiveMinimum") && x <= *num("exclusiveMinimum")) ||
-          (num("exclusiveMaximum") && x >= *num("exclusiveMaximum")) ||
-          (num("multipleOf") && std::fmod(x, *num("multipleOf")) != 0)) {
-        return false;
-      }
-    } else if (v.is_array()) {
-      if ((num("minItems") && v.size() < *num("minItems")) || (num("maxItems") && v.size() > *num("maxItems"))) return false;
-    } else if (v.is_object() && s.contains("required")) {
-      for (const Json& name : s["required"]) {
-        if (!v.contains(name.get<std::string>())) return false;
-      }
-    }
-    return true;
   }
 
   std::string typed(const Json& s, const std::string& ptr, int depth) {

@@ -11,7 +11,7 @@
 // | discriminator | ignored: OpenAPI's (Pydantic writes it beside oneOf); it changes no instance's validity, the branches themselves decide |
 // | $defs definitions | containers for $ref; a definition is compiled only when referenced |
 // | type | string, number, integer, boolean, null, object, array, or a list; absent: every type, each with the keywords that apply to it |
-// | enum const | any JSON values, as their compact JSON text (numbers in JavaScript's shortest form: 1, 1.5, 1e+21; object keys in the value's order); beside them only type, and the length / bound / count / required keywords, which filter the values |
+// | enum const | any JSON values, as their compact JSON text (numbers in JavaScript's shortest form: 1, 1.5, 1e+21; object keys in the value's order); the schema's other keywords filter the values (each value's text is run through the grammar of the rest; an object value whose keys are not in the properties' order is dropped) |
 // | $ref | "#" and "#/json/pointer" into the root schema (~0 ~1 and %XX decoded); recursion allowed; each target is one named rule. With sibling keywords: merged with them, as allOf (2019-09 semantics) |
 // | anyOf | alternation; sibling keywords are merged into each branch |
 // | oneOf | alternation, accepted only when its branches are provably disjoint (pairwise different types, different const/enum values, or a required property with different const/enum values in each branch); otherwise an error (use anyOf) |

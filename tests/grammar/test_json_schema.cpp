@@ -229,7 +229,17 @@ b")"));
     const Schema integral(R"({"type":"integer","enum":[1.0,2.5]})");
     CHECK(integral.accepts("1"));
     CHECK(!integral.accepts("2.5"));
-    CHECK(error_of(R"({"enum":[1],"pattern":"a"})") == "enum/const beside \"pattern\" is not supported at /");
+    // Every other keyword filters the values, through the grammar of the rest of the schema.
+    const Schema rest(R"({"enum":["ab","b",{"a":1},{"a":"x"},[1,2],[1,"x"]],"pattern":"^a","properties":{"a":{"type":"integer"}},"items":{"type":"integer"}})");
+    CHECK(rest.accepts(R"("ab")"));
+    CHECK(!rest.accepts(R"("b")"));
+    CHECK(rest.accepts(R"({"a":1})"));
+    CHECK(!rest.accepts(R"({"a":"x"})"));
+    CHECK(rest.accepts("[1,2]"));
+    CHECK(!rest.accepts(R"([1,"x"])"));
+    CHECK(error_of(R"({"enum":["a"],"format":"date"})") ==
+          "no enum/const value passes the schema's other keywords: it matches nothing at /");
+    CHECK(error_of(R"({"enum":[1],"not":{}})") == "unsupported JSON Schema keyword \"not\" at /");
     CHECK(error_of(R"({"type":"string","enum":[1]})") ==
           "no enum/const value passes the schema's other keywords: it matches nothing at /");
   }
