@@ -437,10 +437,14 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
       if (!grammar_allows(*seq, token)) token = -1;
     }
     if (token < 0) {
-      if (mask_grammar(*seq, l) == 0) {  // complete, and no end token may come (ignore_eos, min_tokens)
+      if (mask_grammar(*seq, l) == 0) {
+        // Complete, and no end token may come (ignore_eos, min_tokens): the answer is whole. Otherwise no
+        // token of the vocabulary continues the grammar: a dead end, never a silent stop.
+        const bool complete = seq->matcher->can_end();
+        if (!complete) spdlog::error("request {}: no token of the vocabulary continues its grammar", r->id);
         std::string tail = seq->stop_checker.push(seq->detokenizer->flush());
         tail += seq->stop_checker.flush();
-        finish_sequence(seq, FinishReason::Stop, std::move(tail));
+        finish_sequence(seq, complete ? FinishReason::Stop : FinishReason::Error, std::move(tail));
         return;
       }
       l = masked_row_;

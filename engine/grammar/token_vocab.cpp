@@ -15,11 +15,12 @@ TokenVocab::TokenVocab(const Tokenizer& tokenizer) : eos_id_(tokenizer.eos_id())
   for (int32_t id = 0; id < n; ++id) {
     bytes_[size_t(id)] = tokenizer.token_bytes(id);
     // Control tokens decode to nothing (a lone space piece may too: sentencepiece drops a leading space);
-    // sentencepiece's <unk> decodes to " ⁇ " but stands for no text.
+    // sentencepiece's <unk> decodes to " ⁇ " but stands for no text. BOS is special where it is a control
+    // token: a vocabulary without one (Qwen) may still name an ordinary token as BOS (id 1, '"').
     const std::string& bytes = bytes_[size_t(id)];
     const bool control = bytes.find_first_not_of(' ') != std::string::npos &&
                          tokenizer.decode(std::span<const int32_t>(&id, 1)).empty();
-    if (bytes.empty() || control || id == tokenizer.bos_id() || tokenizer.piece(id) == "<unk>")
+    if (bytes.empty() || control || tokenizer.piece(id) == "<unk>")
       special_[size_t(id)] = 1;
   }
   if (eos_id_ >= n) eos_id_ = -1;

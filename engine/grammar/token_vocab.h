@@ -17,7 +17,7 @@ namespace inflight::engine::grammar {
 class TokenVocab {
  public:
   // Every id's Tokenizer::token_bytes. Special tokens, never allowed by a grammar: those that decode to no text
-  // (control tokens: BOS, EOS, <|im_start|>, ...), those with empty bytes, BOS, and sentencepiece's <unk>.
+  // (control tokens: BOS, EOS, <|im_start|>, ...), those with empty bytes, and sentencepiece's <unk>.
   // EOS is allowed exactly where the grammar is complete.
   explicit TokenVocab(const Tokenizer& tokenizer);
   // Ids 0..token_bytes.size()-1; empty strings and `special_ids` are special. eos_id may be -1 (none).
