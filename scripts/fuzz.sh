@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds libFuzzer targets (clang, AddressSanitizer + UBSan) and runs each for SECONDS over its seed corpus.
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]     TARGET: http config gguf safetensors tokenizer bpe jinja sse
+#                                                           json_schema regex gbnf
 #   scripts/fuzz.sh all SECONDS                              every target, as many at a time as there are cores
 # The committed seeds (tests/fuzz/corpus/TARGET) are read, never written; new inputs go to
 # <build>/corpus/TARGET, a crashing input to <build>/artifacts/TARGET/. Exit status: non-zero on a finding.
@@ -8,7 +9,7 @@
 # target runs a matrix or attention kernel, and the SIMD files were half of the build's time at -O1.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-targets=(http config gguf safetensors tokenizer bpe jinja sse)
+targets=(http config gguf safetensors tokenizer bpe jinja sse json_schema regex gbnf)
 target="${1:-}"
 seconds="${2:-}"
 if [ -z "$target" ] || [ -z "$seconds" ]; then
