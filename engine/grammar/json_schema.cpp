@@ -754,9 +754,9 @@ class Converter {
   }
 
   std::string object(const Json& s, const std::string& ptr, int depth) {
-    struct Member {
+    struct Member {  // a property that may appear (those that may not are only kept out of the additional keys)
       std::string name;   // as JSON text, with its quotes
-      std::string value;  // "" for a property that may not appear (schema false)
+      std::string value;  // the value's GBNF
       bool required;
     };
     const Json empty = Json::object();
