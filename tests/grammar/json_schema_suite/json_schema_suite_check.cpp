@@ -4,7 +4,8 @@
 // A schema the compiler refuses fails each of its cases (the keyword filter kept it: it should compile), except
 // in the random groups (`may_refuse`), whose refusals are counted apart and printed with the compiler's reason.
 //   json_schema_suite_check <cases.json> [<samples.json>]
-// Prints each disagreement, then "N passed, N failed"; exit 1 when any failed.
+// Each instance runs through two grammars of its schema, compact and JsonSchemaOptions::any_whitespace (each
+// counts as a case). Prints each disagreement, then "N passed, N failed"; exit 1 when any failed.
 // With <samples.json>: also walks each compiled grammar at random through fill_mask (single-byte tokens) and
 // writes the texts it completes, {group, schema, text}, for validate_samples.mjs to put before ajv: the other
 // direction, whether everything the grammar lets a model write is valid.
@@ -69,6 +70,11 @@ int main(int argc, char** argv) {
   const auto vocab = std::make_shared<const TokenVocab>(std::move(bytes), -1);
 
   std::map<std::string, std::shared_ptr<const Grammar>> grammars;  // by group
+  // The same schemas with JsonSchemaOptions::any_whitespace: the compact instances must get the same answers, and
+  // their completions (with whitespace) go before ajv too.
+  std::map<std::string, std::shared_ptr<const Grammar>> spaced;
+  JsonSchemaOptions any_whitespace;
+  any_whitespace.any_whitespace = true;
   std::map<std::string, std::string> refusals;                    // group -> the compiler's error
   int passed = 0, failed = 0, refused_random = 0;
   std::map<std::string, int> refusal_reasons;  // random groups: the compiler's reason -> groups
@@ -77,6 +83,7 @@ int main(int argc, char** argv) {
     if (grammars.count(group) == 0 && refusals.count(group) == 0) {
       try {
         grammars[group] = parse_gbnf(json_schema_to_gbnf(c["schema"]));
+        spaced[group] = parse_gbnf(json_schema_to_gbnf(c["schema"], any_whitespace));
       } catch (const GrammarError& e) {
         refusals[group] = e.what();
         if (c.value("may_refuse", false)) {
@@ -98,15 +105,17 @@ int main(int argc, char** argv) {
       }
       continue;
     }
-    Matcher m(grammars[group], vocab);
-    const bool got = m.accept_bytes(instance) && m.can_end();
-    if (got == want) {
-      ++passed;
-    } else {
-      ++failed;
-      std::printf("FAILED %s / %s: %s: ajv says %s, the grammar %s\n", group.c_str(),
-                  c["description"].get<std::string>().c_str(), instance.c_str(), want ? "valid" : "invalid",
-                  got ? "accepts" : "rejects");
+    for (const auto* which : {&grammars, &spaced}) {
+      Matcher m(which->at(group), vocab);
+      const bool got = m.accept_bytes(instance) && m.can_end();
+      if (got == want) {
+        ++passed;
+      } else {
+        ++failed;
+        std::printf("FAILED %s / %s: %s: ajv says %s, the grammar%s %s\n", group.c_str(),
+                    c["description"].get<std::string>().c_str(), instance.c_str(), want ? "valid" : "invalid",
+                    which == &spaced ? " (any_whitespace)" : "", got ? "accepts" : "rejects");
+      }
     }
   }
   if (argc == 3) {
@@ -116,7 +125,7 @@ int main(int argc, char** argv) {
     for (const auto& c : cases) schemas.emplace(c["group"].get<std::string>(), c["schema"]);
     for (const auto& [group, grammar] : grammars) {
       for (int walk = 0, kept = 0; walk < 120 && kept < 40; ++walk) {
-        const std::string text = random_text(grammar, vocab, rng, 400);
+        const std::string text = random_text(walk % 2 ? spaced.at(group) : grammar, vocab, rng, 400);
         if (text.empty()) continue;
         samples.push_back({{"group", group}, {"schema", schemas[group]}, {"text", text}});
         ++kept;
