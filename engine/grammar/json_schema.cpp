@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -27,7 +28,8 @@ const std::set<std::string, std::less<>> kAnnotations = {
 const std::set<std::string, std::less<>> kSupported = {
     "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
-    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"};
+    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "minProperties", "maxProperties"};
 
 std::string pointer_child(const std::string& ptr, std::string_view key) {
   std::string out = ptr + "/";
@@ -287,7 +289,8 @@ class Converter {
       if (k == "format" && (!v.is_string() || json_format_gbnf(v.get<std::string>()).empty())) {
         fail("unsupported JSON Schema format " + v.dump(), at);
       }
-      if ((k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems") &&
+      if ((k == "minLength" || k == "maxLength" || k == "minItems" || k == "maxItems" || k == "minProperties" ||
+           k == "maxProperties") &&
           !(v.is_number_unsigned() || (v.is_number() && v.get<double>() >= 0 && v.get<double>() == std::floor(v.get<double>())))) {
         fail("\"" + k + "\" must be a non-negative integer", at);
       }
@@ -455,9 +458,9 @@ class Converter {
         }
         out.erase(k);
         out["enum"] = values;
-      } else if (k == "minimum" || k == "exclusiveMinimum" || k == "minLength" || k == "minItems") {
+      } else if (k == "minimum" || k == "exclusiveMinimum" || k == "minLength" || k == "minItems" || k == "minProperties") {
         out[k] = std::max(o.get<double>(), v.get<double>());
-      } else if (k == "maximum" || k == "exclusiveMaximum" || k == "maxLength" || k == "maxItems") {
+      } else if (k == "maximum" || k == "exclusiveMaximum" || k == "maxLength" || k == "maxItems" || k == "maxProperties") {
         out[k] = std::min(o.get<double>(), v.get<double>());
       } else if (k == "items") {
         out[k] = both(o, v);
@@ -799,24 +802,67 @@ class Converter {
       const auto value = attempt([&] { return visit(additional, pointer_child(ptr, "additionalProperties"), depth + 1); });
       if (value) extra = seq({key, w, "\":\"", w, *value});
     }
-    // tail: what may follow a member already written (each next member after a comma); head: the members when
-    // none is written yet. Built from the end, one rule each, so the text grows linearly with the properties.
-    std::string tail = extra.empty() ? "" : "(" + seq({sep, extra}) + ")*";
-    std::string head = extra.empty() ? "" : gbnf_alternation({seq({extra, tail}), ""});
+    // minProperties/maxProperties count the members written: without them the count is not tracked (always 0).
+    const size_t min_props = count(s, "minProperties", 0, ptr), max_props = count(s, "maxProperties", kUnbounded, ptr);
+    const bool counting = min_props > 0 || max_props != kUnbounded;
+    if (min_props > max_props) unsatisfiable("minProperties above maxProperties: no object matches", ptr);
+    auto kv = [&](const Member& m) { return seq({gbnf_literal(m.name), w, "\":\"", w, m.value}); };
     auto as_rule = [&](const std::string& body) { return body.empty() ? body : rule(hint, body); };
-    tail = as_rule(tail);
-    head = as_rule(head);
-    for (size_t i = members.size(); i-- > 0;) {
-      const Member& m = members[i];
-      const std::string kv = seq({gbnf_literal(m.name), w, "\":\"", w, m.value});
-      const std::string with_tail = seq({kv, tail});
-      const std::string next_tail = "(" + seq({sep, with_tail}) + ")";
-      std::string new_head = m.required ? with_tail : gbnf_alternation({with_tail, head});
-      std::string new_tail = m.required ? next_tail : gbnf_alternation({next_tail, tail});
-      if (i > 0) tail = as_rule(new_tail);
-      head = i > 0 ? as_rule(new_head) : new_head;
+    // tail(i, c): what may follow once c members are written and members[i..] are still to come, each after a
+    // comma; nullopt when nothing can. head(i): the members when none is written yet. Both built from the end
+    // (no recursion: objects may have thousands of properties), one rule each, so the text grows linearly with
+    // the properties (times the count when minProperties/maxProperties are given).
+    const size_t n = members.size();
+    const size_t max_count = counting ? std::min(n, max_props) : 0;  // c > i cannot occur at position i
+    std::vector<std::vector<std::optional<std::string>>> tails(n + 1, std::vector<std::optional<std::string>>(max_count + 2));
+    auto tail = [&](size_t i, size_t c) { return counting ? tails[i][std::min(c, max_count + 1)] : tails[i][0]; };
+    for (size_t i = n + 1; i-- > 0;) {
+      for (size_t c = counting ? 1 : 0; c <= (counting ? std::min(i, max_count) : 0); ++c) {
+        std::optional<std::string> out;
+        if (i == n) {  // the additional members
+          const size_t lo = min_props > c ? min_props - c : 0;
+          const size_t hi = !counting || max_props == kUnbounded ? kUnbounded : max_props - c;
+          if (lo > hi) {
+            // more members needed than allowed: nothing ends here
+          } else if (!extra.empty()) {
+            out = as_rule(repeat("(" + seq({sep, extra}) + ")", lo, hi));
+          } else if (lo == 0) {
+            out = "";
+          }
+        } else {
+          std::vector<std::string> alts;
+          if (!counting || c < max_props) {
+            if (const auto next = tail(i + 1, c + 1)) alts.push_back("(" + seq({sep, kv(members[i]), *next}) + ")");
+          }
+          if (!members[i].required) {
+            if (const auto next = tail(i + 1, c)) alts.push_back(*next);
+          }
+          if (!alts.empty()) out = as_rule(gbnf_alternation(alts));
+        }
+        tails[i][c] = out;
+      }
     }
-    return "(" + seq({"\"{\"", w, head, w, "\"}\""}) + ")";
+    std::optional<std::string> head;
+    for (size_t i = n + 1; i-- > 0;) {
+      std::vector<std::string> alts;
+      if (i == n) {
+        if (min_props == 0) alts.push_back("");
+        if (!extra.empty() && max_props > 0) {
+          alts.push_back(seq({extra, repeat("(" + seq({sep, extra}) + ")", min_props > 1 ? min_props - 1 : 0,
+                                            max_props == kUnbounded ? kUnbounded : max_props - 1)}));
+        }
+      } else {
+        if (max_props > 0) {
+          if (const auto next = tail(i + 1, 1)) alts.push_back(seq({kv(members[i]), *next}));
+        }
+        if (!members[i].required && head) alts.push_back(*head);
+      }
+      head = alts.empty() ? std::nullopt : std::optional<std::string>(i == 0 ? gbnf_alternation(alts) : as_rule(gbnf_alternation(alts)));
+    }
+    const auto members_text = head;
+    if (!members_text) unsatisfiable("no object has the required properties within minProperties/maxProperties", ptr);
+    const std::string head_text = *members_text;
+    return "(" + seq({"\"{\"", w, head_text, w, "\"}\""}) + ")";
   }
 
   // A JSON string (with its quotes) that is none of `names` (choice.h builds the rules).

@@ -28,7 +28,8 @@
 // | format | date (YYYY-MM-DD, days per month exact, 02-29 in leap years only), time (HH:MM:SS[.frac](Z|+HH:MM); second 60 only as 23:59:60 in UTC: Z or ±00:00), date-time (date T time, T/Z in either case; a space for T is refused), uuid (8-4-4-4-12 hex), email (dot-atom local part of 1-64 characters @ dot-separated LDH labels, at least two), ipv4 (dotted decimal, no leading zeros), ipv6 (RFC 4291 text forms with :: and a trailing IPv4), uri (RFC 3986's URI: scheme ":" hier-part ["?" query] ["#" fragment], ASCII only, the empty path refused as ajv-formats does); other formats are errors |
 // | minimum maximum exclusiveMinimum exclusiveMaximum | integer: exact digit automata for the range; number: exact (integer part automaton, fraction digits compared as decimals; bounds as the decimals JavaScript prints), written without an exponent; bounds above 1e18 in magnitude are errors. Draft 4's boolean exclusiveMinimum/Maximum is accepted |
 // | multipleOf | an integer k from 1 to 1000, without minimum/maximum: a remainder automaton over the digits (k rules); numbers may add "." and zeros |
-// | not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas minProperties maxProperties contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
+// | minProperties maxProperties | exact over the members as written: the object rules carry the count (properties x count rules); an additional key written twice counts twice (below) |
+// | not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
 //
 // Key order: properties appear in the schema's order (a schema parsed with nlohmann::json instead of ordered_json
 // has them alphabetically); merged schemas list a schema's own properties, then its allOf branches' depth-first,
@@ -38,7 +39,9 @@
 // branch, an optional property, an array position); elsewhere it is a GrammarError. A schema that reaches itself
 // through $ref before writing a character ({"anyOf": [{"$ref": "#"}, ...]}) is left recursive: parse_gbnf refuses
 // its grammar. Numbers: unbounded ones in any JSON form, integers without fraction or exponent. Strings: any
-// escapes, except as the pattern row says.
+// escapes, except as the pattern row says. Repeated keys: a grammar cannot compare keys, so an additional key may
+// be written twice (declared keys cannot: each has one place); a JSON parser keeping the last value then sees one
+// member fewer than minProperties counted.
 #pragma once
 
 #include <cstddef>

@@ -133,6 +133,49 @@ b")"));
     }
   }
 
+  TEST_CASE("minProperties and maxProperties: every combination of optional and additional members") {
+    for (const char* additional : {"false", "true"}) {
+      for (int lo = 0; lo <= 4; ++lo) {
+        for (int hi = lo; hi <= 5; ++hi) {
+          const std::string schema =
+              std::string(R"({"type":"object","properties":{"a":{"type":"integer"},"b":{"type":"integer"},)") +
+              R"("c":{"type":"integer"}},"required":["b"],"additionalProperties":)" + additional +
+              ",\"minProperties\":" + std::to_string(lo) + ",\"maxProperties\":" + std::to_string(hi) + "}";
+          // "b" is required, and without additional properties there are at most 3 members.
+          if (hi == 0 || (std::string(additional) == "false" && lo > 3)) {
+            CHECK(error_of(schema) == "no object has the required properties within minProperties/maxProperties at /");
+            continue;
+          }
+          const Schema s(schema);
+          for (int mask = 0; mask < 8; ++mask) {
+            for (int extras = 0; extras <= 2; ++extras) {
+              std::string text = "{";
+              int n = 0;
+              for (int i = 0; i < 3; ++i) {
+                if (!(mask & (1 << i))) continue;
+                text += std::string(n++ ? "," : "") + "\"" + char('a' + i) + "\":1";
+              }
+              for (int e = 0; e < extras; ++e) text += std::string(n++ ? "," : "") + "\"x" + std::to_string(e) + "\":1";
+              text += "}";
+              const bool want = (mask & 2) && n >= lo && n <= hi && (extras == 0 || std::string(additional) == "true");
+              CAPTURE(text);
+              CAPTURE(s.gbnf);
+              CHECK(s.accepts(text) == want);
+            }
+          }
+        }
+      }
+    }
+    CHECK(error_of(R"({"type":"object","required":["a","b"],"maxProperties":1})") ==
+          "no object has the required properties within minProperties/maxProperties at /");
+    CHECK(error_of(R"({"type":"object","minProperties":3,"maxProperties":1})") ==
+          "minProperties above maxProperties: no object matches at /");
+    const Schema only_additional(R"({"type":"object","minProperties":2,"maxProperties":3})");
+    CHECK(!only_additional.accepts(R"({"a":1})"));
+    CHECK(only_additional.accepts(R"({"a":1,"b":2})"));
+    CHECK(!only_additional.accepts(R"({"a":1,"b":2,"c":3,"d":4})"));
+  }
+
   TEST_CASE("additionalProperties: keys spelled like a declared property must match its schema") {
     const Schema s(R"({"properties":{"ab":{"type":"integer"},"b\"q":{"type":"integer"}},"additionalProperties":{"type":"string"}})");
     CHECK(s.accepts(R"({"ab":1,"a":"x","abc":"y","b":"z","":"e"})"));
@@ -418,8 +461,8 @@ b")"));
           "unsupported JSON Schema keyword \"patternProperties\" at /properties/a");
     CHECK(error_of(R"({"items":{"not":{}}})") == "unsupported JSON Schema keyword \"not\" at /items");
     CHECK(error_of(R"({"anyOf":[{},{"if":{}}]})") == "unsupported JSON Schema keyword \"if\" at /anyOf/1");
-    CHECK(error_of(R"({"properties":{"a/b":{"minProperties":1}}})") ==
-          "unsupported JSON Schema keyword \"minProperties\" at /properties/a~1b");
+    CHECK(error_of(R"({"properties":{"a/b":{"propertyNames":{}}}})") ==
+          "unsupported JSON Schema keyword \"propertyNames\" at /properties/a~1b");
     CHECK(error_of(R"({"type":"array","uniqueItems":true})") ==
           "unsupported JSON Schema keyword \"uniqueItems\" (true) at /");
     CHECK(error_of(R"({"foo":1})") == "unsupported JSON Schema keyword \"foo\" at /");

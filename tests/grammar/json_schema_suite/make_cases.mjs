@@ -23,7 +23,7 @@ const suiteDir = path.join(path.dirname(require.resolve('json-schema-test-suite/
 const SUPPORTED = new Set(['type', 'enum', 'const', '$ref', 'allOf', 'anyOf', 'oneOf', 'properties', 'required',
   'additionalProperties', 'items', 'prefixItems', 'additionalItems', 'minItems', 'maxItems', 'uniqueItems',
   'minLength', 'maxLength', 'pattern', 'format', 'minimum', 'maximum', 'exclusiveMinimum', 'exclusiveMaximum',
-  'multipleOf']);
+  'multipleOf', 'minProperties', 'maxProperties']);
 const ANNOTATIONS = new Set(['title', 'description', 'default', 'examples', '$schema', '$id', 'id', '$comment',
   'deprecated', 'readOnly', 'writeOnly', 'discriminator', '$defs', 'definitions']);
 const FORMATS = new Set(['date', 'time', 'date-time', 'uuid', 'email', 'ipv4', 'ipv6', 'uri']);

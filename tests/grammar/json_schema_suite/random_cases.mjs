@@ -72,6 +72,8 @@ function schema(depth) {
       s.required = names.filter(() => chance(0.5));
       if (chance(0.2)) s.required.push(pick(NAMES));
       s.required = [...new Set(s.required)];
+      if (chance(0.2)) s.minProperties = int(0, 3);
+      if (chance(0.2)) s.maxProperties = int(1, 4);
       const add = int(0, 3);
       if (add === 1) s.additionalProperties = false;
       if (add === 2) s.additionalProperties = schema(depth + 1);
