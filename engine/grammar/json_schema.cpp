@@ -223,7 +223,9 @@ class Converter {
     while (!base.empty() && base.back() == '-') base.pop_back();
     if (base.empty()) base = "s";
     std::string name = base;
-    for (int k = 2; used_.count(name) != 0 || name == "root"; ++k) name = base + "-" + std::to_string(k);
+    // The next suffix to try is kept per base: objects hand out thousands of names from one base.
+    int& k = next_suffix_.try_emplace(base, 2).first->second;
+    while (used_.count(name) != 0 || name == "root") name = base + "-" + std::to_string(k++);
     used_.insert(name);
     return name;
   }
@@ -485,7 +487,12 @@ class Converter {
     }
     if (!s_in.is_object()) fail("a schema must be an object or a boolean", ptr);
     check_keywords(s_in, ptr);
-    const Json s = normalize(s_in);
+    // normalize() copies; most schemas need no rewriting, and a copy here would copy the whole subtree per level.
+    const bool draft4_forms = s_in.contains("additionalItems") || (s_in.contains("items") && s_in["items"].is_array()) ||
+                              (s_in.contains("exclusiveMinimum") && s_in["exclusiveMinimum"].is_boolean()) ||
+                              (s_in.contains("exclusiveMaximum") && s_in["exclusiveMaximum"].is_boolean());
+    const Json normalized = draft4_forms ? normalize(s_in) : Json();
+    const Json& s = draft4_forms ? normalized : s_in;
     std::string out;
     if (s.contains("$ref")) {
       Json rest = s;
@@ -928,6 +935,7 @@ class Converter {
   std::map<std::string, std::string> rules_;     // name -> body
   std::vector<std::string> order_;               // rule names in definition order
   std::set<std::string> used_;                   // every name given out
+  std::map<std::string, int> next_suffix_;       // base name -> the next -N suffix unique_name tries (from 2)
   std::set<std::string> building_;               // builtins being defined (they refer to each other)
   std::map<std::string, std::string> ref_rules_; // target pointer -> rule name
   size_t produced_ = 0;
