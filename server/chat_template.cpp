@@ -45,7 +45,10 @@ ChatTemplateSource choose_chat_template(const std::string& setting, const std::s
 }
 
 ChatTemplate::ChatTemplate(const ChatTemplateSource& source, const engine::Tokenizer& tokenizer)
-    : origin_(source.origin), template_(std::make_shared<const jinja::Template>(source.source)), tokenizer_(&tokenizer) {
+    : origin_(source.origin),
+      source_(source.source),
+      template_(std::make_shared<const jinja::Template>(source.source)),
+      tokenizer_(&tokenizer) {
   // Control tokens are the pieces that decode to no text; only bracketed ones can appear in a template.
   for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) {
     const std::string piece = tokenizer.piece(id);

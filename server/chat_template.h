@@ -48,6 +48,8 @@ class ChatTemplate {
   ChatTemplate(const ChatTemplateSource& source, const engine::Tokenizer& tokenizer);
 
   const std::string& origin() const { return origin_; }
+  // The Jinja source (what the tool-call format is picked from, tool_calls.h).
+  const std::string& source() const { return source_; }
   // Throws jinja::Error: Raised (the template's raise_exception) or Render (a type error, an undefined call).
   std::string render(const ChatInput& input) const;
   // Token ids of rendered text: BOS first when the tokenizer adds one (a BOS the template rendered at the
@@ -60,6 +62,7 @@ class ChatTemplate {
 
  private:
   std::string origin_;
+  std::string source_;
   std::shared_ptr<const jinja::Template> template_;
   const engine::Tokenizer* tokenizer_;
   std::string bos_, eos_;                                        // pieces the template sees as bos_token / eos_token

@@ -1,5 +1,6 @@
 #include "server/completion_job.h"
 
+#include <algorithm>
 #include <ctime>
 
 #include <boost/asio/post.hpp>
@@ -59,6 +60,7 @@ CompletionJob::CompletionJob(ServerState& state, const ModelContext& model, Comp
   usage_.assign(num_prompts, {});
   choices_.resize(num_prompts * size_t(n_));
   last_token_at_.resize(choices_.size());
+  content_sent_.assign(choices_.size(), 0);
   state_.job_started();  // last: the destructor, which ends it, runs only for a constructed job
 }
 
@@ -133,7 +135,10 @@ void CompletionJob::on_token(int prompt_index, const engine::TokenEvent& t) {
   std::vector<TokenLogprob> token;
   if (req_.logprobs) token.push_back({t.token_id, true, t.logprob, t.top_logprobs, choice.text.size()});
   choice.text += t.text;
-  if (req_.stream) {
+  if (req_.stream && req_.parse_tool_calls) {
+    const std::string content = releasable_content(c);
+    if (!content.empty() || req_.logprobs) send_chunk(int(c), content, token, "", false);
+  } else if (req_.stream) {
     if (!t.text.empty() || req_.logprobs) send_chunk(int(c), t.text, token, "", false);
   } else if (req_.logprobs) {
     choice.logprobs.push_back(std::move(token[0]));
@@ -154,8 +159,45 @@ void CompletionJob::on_finished(int prompt_index, const engine::FinishedEvent& f
   const std::string& text = f.text;
   choice.text += text;
   choice.finish_reason = engine::finish_reason_name(f.reason);
+  if (req_.parse_tool_calls) return finish_tool_calls(c, f.reason);
   if (req_.stream && (f.reason == engine::FinishReason::Stop || f.reason == engine::FinishReason::Length))
     send_chunk(int(c), text, {}, choice.finish_reason, false);
+}
+
+std::string CompletionJob::releasable_content(size_t c) {
+  const std::string& text = choices_[c].text;
+  const size_t end = std::max(tool_call_start(req_.tool_format, text), content_sent_[c]);
+  std::string content = text.substr(content_sent_[c], end - content_sent_[c]);
+  content_sent_[c] = end;
+  return content;
+}
+
+void CompletionJob::finish_tool_calls(size_t c, engine::FinishReason reason) {
+  if (reason != engine::FinishReason::Stop && reason != engine::FinishReason::Length) return;
+  ChoiceOutput& choice = choices_[c];
+  std::optional<ParsedToolCalls> parsed = parse_tool_calls(req_.tool_format, choice.text);
+  if (!parsed) {
+    if (req_.stream) send_chunk(int(c), choice.text.substr(content_sent_[c]), {}, choice.finish_reason, false);
+    return;
+  }
+  choice.text = std::move(parsed->content);
+  choice.tool_calls = std::move(parsed->calls);
+  for (size_t k = 0; k < choice.tool_calls.size(); ++k) choice.tool_call_ids.push_back(make_tool_call_id());
+  choice.finish_reason = "tool_calls";
+  if (!req_.stream) return;
+  // The content not streamed yet, then per call: its id, type and name, then its arguments.
+  if (content_sent_[c] < choice.text.size()) send_chunk(int(c), choice.text.substr(content_sent_[c]), {}, "", false);
+  auto send_delta = [&](json delta, const std::string& finish_reason) {
+    channel_->send_event(dump_json(delta_chunk_json(meta_, int(c), std::move(delta), finish_reason, req_.include_usage)));
+  };
+  for (size_t k = 0; k < choice.tool_calls.size(); ++k) {
+    const ToolCall& call = choice.tool_calls[k];
+    const json head = {{"index", k}, {"id", choice.tool_call_ids[k]}, {"type", "function"},
+                       {"function", {{"name", call.name}, {"arguments", ""}}}};
+    send_delta({{"tool_calls", json::array({head})}}, "");
+    send_delta({{"tool_calls", json::array({{{"index", k}, {"function", {{"arguments", call.arguments}}}}})}}, "");
+  }
+  send_delta(json::object(), choice.finish_reason);
 }
 
 void CompletionJob::on_client_gone() {

@@ -42,6 +42,10 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   void finish();
   void send_chunk(int choice, const std::string& text, const std::vector<TokenLogprob>& tokens,
                   const std::string& finish_reason, bool first);
+  // Tool calls (req_.parse_tool_calls): the content of choice `c` that can be streamed now (up to where a call
+  // may start), and the end of a choice: its calls parsed out, streamed as tool_calls deltas.
+  std::string releasable_content(size_t c);
+  void finish_tool_calls(size_t c, engine::FinishReason reason);
   void send_error(int status, const std::string& type, const std::string& message);
   engine::Usage total_usage() const;
   void log_access(int status) const;
@@ -58,6 +62,7 @@ class CompletionJob : public std::enable_shared_from_this<CompletionJob> {
   std::vector<bool> prompt_done_;       // [prompts] the last event arrived
   std::vector<engine::Usage> usage_;    // [prompts] latest totals
   std::vector<ChoiceOutput> choices_;   // [prompts * n]
+  std::vector<size_t> content_sent_;    // [prompts * n] with parse_tool_calls: bytes of text streamed as content
   std::vector<std::optional<Clock::time_point>> last_token_at_;  // [prompts * n] for inter-token latency
   int num_prompts_done_ = 0;
   bool abandoned_ = false;    // submission failed: events of the prompts already submitted are ignored

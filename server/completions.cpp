@@ -1,6 +1,7 @@
 #include "server/completions.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "server/api_error.h"
@@ -160,6 +161,26 @@ void parse_constraint(const nlohmann::ordered_json& body, CompletionRequest* out
     throw BadRequest("use_beam_search", "structured output does not work with use_beam_search");
 }
 
+// Tool calls (tool_calls.h): the format from the template; required / named tool_choice as the grammar.
+void parse_tools(const nlohmann::ordered_json& body, const ModelContext& model, CompletionRequest* out) {
+  out->tool_format = detect_tool_call_format(model.chat_template->source());
+  const auto started = std::chrono::steady_clock::now();  // the tools' schemas to GBNF, then compiled
+  ToolRequest tools = parse_tool_request(body, out->tool_format);
+  out->parse_tool_calls = tools.mode != ToolChoiceMode::None;
+  if (tools.gbnf.empty()) return;
+  if (out->engine.grammar)
+    throw BadRequest("tool_choice", "tool_choice \"required\" or a named tool cannot be combined with " + out->constraint +
+                                        " structured output (one constraint per request)");
+  if (out->engine.beam_width > 1) throw BadRequest("tool_choice", "a forced tool call does not work with use_beam_search");
+  try {
+    out->engine.grammar = engine::grammar::compile_cached(tools.gbnf);
+  } catch (const engine::grammar::GrammarError& e) {
+    throw BadRequest("tools", std::string("the tools' grammar does not compile: ") + e.what());
+  }
+  out->constraint = "tools";
+  out->constraint_compile_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+}
+
 void finish_stop_conditions(CompletionRequest* out, const char* max_tokens_field) {
   engine::StopConditions& stop = out->engine.stop;
   if (stop.min_tokens > stop.max_tokens)
@@ -214,11 +235,7 @@ CompletionRequest parse_chat_request(const json& body, const ModelContext& model
   const std::optional<int64_t> top = get_int(body, "top_logprobs", 0, kMaxLogprobs);
   if (top && !out.logprobs) throw BadRequest("top_logprobs", "top_logprobs needs logprobs set to true");
   if (out.logprobs) out.engine.logprobs = int(top.value_or(0));
-  // Tools reach the template; the answer is text (no tool-call parsing), so no call can be forced.
-  if (const json* choice = find_field(body, "tool_choice")) {
-    if (!choice->is_string() || (*choice != "auto" && *choice != "none"))
-      throw BadRequest("tool_choice", "tool_choice: only \"auto\" and \"none\" are supported");
-  }
+  parse_tools(ordered_body ? *ordered_body : nlohmann::ordered_json(body), model, &out);
 
   const ChatInput input = parse_chat_input(ordered_body ? *ordered_body : nlohmann::ordered_json(body));
   PromptInput prompt = encode_chat_prompt(input, model);
@@ -307,8 +324,17 @@ json response_json(const ResponseMeta& meta, const engine::Tokenizer& tokenizer,
   for (size_t i = 0; i < choices.size(); ++i) {
     const ChoiceOutput& c = choices[i];
     json choice = {{"index", i}};
-    if (meta.api == Api::Chat) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-    else choice["text"] = c.text;
+    if (meta.api == Api::Chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+      if (!c.tool_calls.empty()) {
+        if (c.text.empty()) choice["message"]["content"] = nullptr;
+        json calls = json::array();
+        for (size_t k = 0; k < c.tool_calls.size(); ++k) calls.push_back(tool_call_json(c.tool_calls[k], c.tool_call_ids[k]));
+        choice["message"]["tool_calls"] = std::move(calls);
+      }
+    } else {
+      choice["text"] = c.text;
+    }
     choice["logprobs"] = logprobs_or_null(meta.api, tokenizer, c.logprobs, logprobs);
     choice["finish_reason"] = reason_or_null(c.finish_reason);
     list.push_back(std::move(choice));
@@ -336,6 +362,19 @@ json chunk_json(const ResponseMeta& meta, const engine::Tokenizer& tokenizer, in
   body["choices"] = json::array({std::move(choice)});
   if (include_usage) body["usage"] = nullptr;
   return body;
+}
+
+json delta_chunk_json(const ResponseMeta& meta, int index, json delta, const std::string& finish_reason,
+                      bool include_usage) {
+  json body = envelope(meta, true);
+  body["choices"] = json::array(
+      {{{"index", index}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", reason_or_null(finish_reason)}}});
+  if (include_usage) body["usage"] = nullptr;
+  return body;
+}
+
+json tool_call_json(const ToolCall& call, const std::string& id) {
+  return {{"id", id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 json usage_chunk_json(const ResponseMeta& meta, const engine::Usage& usage) {

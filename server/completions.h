@@ -12,6 +12,7 @@
 #include "engine/request.h"
 #include "engine/tokenizer.h"
 #include "server/server_state.h"
+#include "server/tool_calls.h"
 
 namespace inflight::server {
 
@@ -30,7 +31,11 @@ struct CompletionRequest {
   bool include_usage = false;        // stream_options.include_usage: a last chunk with the usage
   bool echo = false;                 // completions: each choice's text starts with its prompt
   bool logprobs = false;             // choices carry logprobs; engine.logprobs alternatives per token
-  std::string constraint;            // structured output's kind (structured_output.h); empty: none
+  std::string constraint;            // structured output's kind (structured_output.h), or "tools"; empty: none
+  // Chat with tools and a tool_choice other than none (tool_calls.h): the answer is parsed for calls in
+  // tool_format; tool_choice required / named also set engine.grammar (constraint "tools").
+  bool parse_tool_calls = false;
+  ToolCallFormat tool_format = ToolCallFormat::Generic;
   double constraint_compile_seconds = 0;
 };
 
@@ -55,9 +60,11 @@ struct TokenLogprob {
 };
 
 struct ChoiceOutput {
-  std::string text;
+  std::string text;           // with tool_calls: the content before the calls
   std::vector<TokenLogprob> logprobs;
   std::string finish_reason;  // empty until finished
+  std::vector<ToolCall> tool_calls;     // chat: the calls parsed out of the answer (finish_reason "tool_calls")
+  std::vector<std::string> tool_call_ids;  // [tool_calls] "call_..."
 };
 
 // The text of one token as OpenAI shows it: "▁" as a space, byte tokens as their byte.
@@ -85,6 +92,12 @@ nlohmann::json response_json(const ResponseMeta& meta, const engine::Tokenizer& 
 nlohmann::json chunk_json(const ResponseMeta& meta, const engine::Tokenizer& tokenizer, int index,
                           const std::string& text, std::span<const TokenLogprob> tokens, bool logprobs,
                           const std::string& finish_reason, bool first, bool include_usage);
+// A streamed chat chunk for choice `index` whose delta is `delta` ({"tool_calls": [...]}, ...).
+nlohmann::json delta_chunk_json(const ResponseMeta& meta, int index, nlohmann::json delta,
+                                const std::string& finish_reason, bool include_usage);
+// One entry of a message's tool_calls: {id, type: "function", function: {name, arguments}}.
+nlohmann::json tool_call_json(const ToolCall& call, const std::string& id);
+
 // The last chunk of stream_options.include_usage: no choices, the usage.
 nlohmann::json usage_chunk_json(const ResponseMeta& meta, const engine::Usage& usage);
 
