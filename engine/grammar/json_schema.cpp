@@ -22,14 +22,21 @@ enum : unsigned { kNull = 1, kBool = 2, kObject = 4, kArray = 8, kString = 16, k
 constexpr unsigned kAllTypes = 127;
 constexpr int kMaxMultipleOf = 1000;  // multipleOf k: a remainder automaton of k rules
 
-const std::set<std::string, std::less<>> kAnnotations = {
-    "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
-    "writeOnly", "discriminator", "$defs", "definitions"};
-const std::set<std::string, std::less<>> kSupported = {
-    "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
-    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
-    "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "minProperties", "maxProperties"};
+// The keywords of the table in json_schema.h (function statics: safe during other files' static initialisation).
+bool is_annotation(std::string_view keyword) {
+  static const std::set<std::string, std::less<>> annotations = {
+      "title", "description", "default", "examples", "$schema", "$id", "id", "$comment", "deprecated", "readOnly",
+      "writeOnly", "discriminator", "$defs", "definitions"};
+  return annotations.count(keyword) != 0;
+}
+bool is_supported(std::string_view keyword) {
+  static const std::set<std::string, std::less<>> supported = {
+      "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
+      "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
+      "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+      "minProperties", "maxProperties"};
+  return supported.count(keyword) != 0;
+}
 
 std::string pointer_child(const std::string& ptr, std::string_view key) {
   std::string out = ptr + "/";
@@ -54,7 +61,7 @@ struct Unsatisfiable : GrammarError {
 bool only_annotations(const Json& s) {
   if (!s.is_object()) return false;
   return std::all_of(s.items().begin(), s.items().end(),
-                     [](const auto& kv) { return kAnnotations.count(kv.key()) != 0; });
+                     [](const auto& kv) { return is_annotation(kv.key()); });
 }
 
 unsigned type_bit(std::string_view name, const std::string& ptr) {
@@ -283,8 +290,8 @@ class Converter {
   void check_keywords(const Json& s, const std::string& ptr) {
     for (const auto& kv : s.items()) {
       const std::string& k = kv.key();
-      if (kAnnotations.count(k) != 0) continue;
-      if (kSupported.count(k) == 0) fail("unsupported JSON Schema keyword \"" + k + "\"", ptr);
+      if (is_annotation(k)) continue;
+      if (!is_supported(k)) fail("unsupported JSON Schema keyword \"" + k + "\"", ptr);
       const Json& v = kv.value();
       const std::string at = pointer_child(ptr, k);
       if (k == "uniqueItems" && v != false) fail("unsupported JSON Schema keyword \"uniqueItems\" (true)", ptr);
@@ -429,7 +436,7 @@ class Converter {
     for (const auto& kv : b.items()) {
       const std::string& k = kv.key();
       const Json& v = kv.value();
-      if (k == "properties" || k == "additionalProperties" || kAnnotations.count(k) != 0) continue;
+      if (k == "properties" || k == "additionalProperties" || is_annotation(k)) continue;
       if ((k == "prefixItems" || k == "items") && out.contains("prefixItems")) continue;  // merged above
       if (!out.contains(k)) {
         out[k] = v;

@@ -54,14 +54,28 @@ bool contains(const Set& s, uint32_t cp) {
   return std::any_of(s.begin(), s.end(), [cp](const CodePointRange& r) { return r.first <= cp && cp <= r.last; });
 }
 
-const Set kDigit = {{'0', '9'}};
-const Set kWord = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+// The class escapes' sets, built on first use (function statics: a grammar compiled during another file's static
+// initialisation must not see them empty).
+const Set& digit_set() {
+  static const Set s = {{'0', '9'}};
+  return s;
+}
+const Set& word_set() {
+  static const Set s = {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+  return s;
+}
 // ECMAScript's WhiteSpace and LineTerminator code points.
-const Set kSpace = normalize({{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-                              {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
-                              {0xFEFF, 0xFEFF}});
-const Set kDot = complement(normalize({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}));
-const Set kAll = {{0, kMaxCodePoint}};
+const Set& space_set() {
+  static const Set s = normalize({{0x09, 0x0D}, {0x20, 0x20}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
+                                  {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000},
+                                  {0xFEFF, 0xFEFF}});
+  return s;
+}
+// `.`: everything but the line terminators.
+const Set& dot_set() {
+  static const Set s = complement(normalize({{'\n', '\n'}, {'\r', '\r'}, {0x2028, 0x2029}}));
+  return s;
+}
 
 // The text of a JSON string's inside that spells one code point of `s`: the character itself where JSON allows it
 // raw, else its escape (the short forms, \u00XX for the other controls; `/` also as \/).
@@ -304,7 +318,7 @@ class RegexCompiler {
     if (c == '[') return {parse_class(), false};
     if (c == '.') {
       ++pos_;
-      return {chars(kDot), false};
+      return {chars(dot_set()), false};
     }
     if (c == '\\') return {chars(parse_escape(false)), false};
     if (c == '*' || c == '+' || c == '?') fail("nothing to repeat");
@@ -334,12 +348,12 @@ class RegexCompiler {
       return v;
     };
     switch (c) {
-      case 'd': return kDigit;
-      case 'D': return complement(kDigit);
-      case 'w': return kWord;
-      case 'W': return complement(kWord);
-      case 's': return kSpace;
-      case 'S': return complement(kSpace);
+      case 'd': return digit_set();
+      case 'D': return complement(digit_set());
+      case 'w': return word_set();
+      case 'W': return complement(word_set());
+      case 's': return space_set();
+      case 'S': return complement(space_set());
       case 'n': return one('\n');
       case 't': return one('\t');
       case 'r': return one('\r');
