@@ -34,7 +34,7 @@ bool is_supported(std::string_view keyword) {
       "type", "enum", "const", "$ref", "allOf", "anyOf", "oneOf", "properties", "required", "additionalProperties",
       "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems", "minLength", "maxLength",
       "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-      "minProperties", "maxProperties"};
+      "minProperties", "maxProperties", "not"};
   return supported.count(keyword) != 0;
 }
 
@@ -277,6 +277,8 @@ class Converter {
       body = "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ( [\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4} )";
     } else if (name == "json-number") {
       body = "\"-\"? ( \"0\" | [1-9] [0-9]* ) ( \".\" [0-9]+ )? ( [eE] [-+]? [0-9]+ )?";
+    } else if (name == "json-fraction") {
+      body = "\"-\"? ( \"0\" | [1-9] [0-9]* ) \".\" [0-9]* [1-9] [0-9]*";
     } else if (name == "json-integer") {
       body = "\"-\"? ( \"0\" | [1-9] [0-9]* )";
     } else {
@@ -624,7 +626,7 @@ class Converter {
   // (an object value whose keys are not in the properties' order is dropped: stricter, never looser).
   std::string enum_values(const Json& s, const std::string& ptr, int depth) {
     const Json values = s.contains("const") ? Json::array({s["const"]}) : s["enum"];
-    const unsigned types = schema_types(s, ptr);
+    const unsigned types = allowed_types(s, ptr, depth);
     if (s.contains("enum") && s.contains("const") && std::find(s["enum"].begin(), s["enum"].end(), s["const"]) == s["enum"].end()) {
       unsatisfiable("const is not among enum's values: the schema matches nothing", ptr);
     }
@@ -644,7 +646,7 @@ class Converter {
     std::vector<std::string> literals;
     for (const Json& v : values) {
       const unsigned t = value_type(v);
-      if ((t & types) == 0 && !(t == kInteger && (types & kNumber))) continue;
+      if ((t & types) == 0) continue;  // (an integer value is a number too: "number" holds both bits)
       const std::string text = compact_json(v);
       if (check) {
         Matcher m(check, single_byte_vocab(), 1);
@@ -656,8 +658,28 @@ class Converter {
     return gbnf_alternation(literals);
   }
 
-  std::string typed(const Json& s, const std::string& ptr, int depth) {
+  // The types `s` allows: its `type` less those its `not` names. `not` takes only `type` (or true/false/{}):
+  // anything else would need the complement of a grammar.
+  unsigned allowed_types(const Json& s, const std::string& ptr, int depth) {
     const unsigned types = schema_types(s, ptr);
+    if (!s.contains("not")) return types;
+    const std::string at = pointer_child(ptr, "not");
+    const Json n = inline_ref(s["not"], at, depth + 1);
+    if (n == false) return types;
+    if (!n.is_boolean() && !n.is_object()) fail("a schema must be an object or a boolean", at);
+    if (n == true || only_annotations(n)) unsatisfiable("\"not\" of a schema every value matches: nothing matches", ptr);
+    for (const auto& kv : n.items()) {
+      if (kv.key() != "type" && !is_annotation(kv.key())) {
+        fail("\"not\" with keywords other than type is not supported", at);
+      }
+    }
+    const unsigned left = types & ~schema_types(n, at);
+    if (left == 0) unsatisfiable("\"not\" excludes every type the schema allows", ptr);
+    return left;
+  }
+
+  std::string typed(const Json& s, const std::string& ptr, int depth) {
+    const unsigned types = allowed_types(s, ptr, depth);
     std::vector<std::string> alternatives;
     if (types & kNull) alternatives.push_back("\"null\"");
     if (types & kBool) alternatives.push_back("(\"true\" | \"false\")");
@@ -671,7 +693,7 @@ class Converter {
     if (types & kObject) add([&] { return object(s, ptr, depth); });
     if (types & kArray) add([&] { return array(s, ptr, depth); });
     if (types & kString) add([&] { return string(s, ptr); });
-    if (types & (kInteger | kNumber)) add([&] { return number(s, ptr, (types & kNumber) == 0); });
+    if (types & (kInteger | kNumber)) add([&] { return number(s, ptr, types); });
     if (alternatives.empty()) throw Unsatisfiable(why);
     return gbnf_alternation(alternatives);
   }
@@ -737,7 +759,10 @@ class Converter {
     }
   }
 
-  std::string number(const Json& s, const std::string& ptr, bool integer) {
+  // types: kInteger alone for integers, kNumber alone for numbers that are no integer (`not: {type: integer}`),
+  // both for any number.
+  std::string number(const Json& s, const std::string& ptr, unsigned types) {
+    const bool integer = (types & kNumber) == 0;
     NumberBounds bounds;
     auto bound = [&](const char* key) -> std::optional<double> {
       if (!s.contains(key)) return std::nullopt;
@@ -748,6 +773,10 @@ class Converter {
     bounds.exclusive_minimum = bound("exclusiveMinimum");
     bounds.exclusive_maximum = bound("exclusiveMaximum");
     const bool bounded = bounds.minimum || bounds.maximum || bounds.exclusive_minimum || bounds.exclusive_maximum;
+    if ((types & kInteger) == 0) {  // not an integer: a fraction with a non-zero digit, no exponent
+      if (bounded || s.contains("multipleOf")) fail("a non-integer number beside bounds or multipleOf is not supported", ptr);
+      return builtin("json-fraction");
+    }
     if (s.contains("multipleOf")) {
       const double k = s["multipleOf"].get<double>();
       if (bounded) fail("multipleOf beside minimum/maximum is not supported", ptr);

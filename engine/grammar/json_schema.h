@@ -29,7 +29,8 @@
 // | minimum maximum exclusiveMinimum exclusiveMaximum | integer: exact digit automata for the range; number: exact (integer part automaton, fraction digits compared as decimals; bounds as the decimals JavaScript prints), written without an exponent; bounds above 1e18 in magnitude are errors. Draft 4's boolean exclusiveMinimum/Maximum is accepted |
 // | multipleOf | an integer k from 1 to 1000, without minimum/maximum: a remainder automaton over the digits (k rules); numbers may add "." and zeros |
 // | minProperties maxProperties | exact over the members as written: the object rules carry the count (properties x count rules); an additional key written twice counts twice (below) |
-// | not if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
+// | not | of `type` only (and true, false, {}): the types named are removed; "not integer" leaves numbers with a non-zero fraction digit, written without an exponent, and no bounds/multipleOf beside it |
+// | if then else patternProperties propertyNames dependencies dependentRequired dependentSchemas contains minContains maxContains unevaluatedProperties unevaluatedItems $anchor $dynamicRef $dynamicAnchor $recursiveRef, anything else | error |
 //
 // Key order: properties appear in the schema's order (a schema parsed with nlohmann::json instead of ordered_json
 // has them alphabetically); merged schemas list a schema's own properties, then its allOf branches' depth-first,

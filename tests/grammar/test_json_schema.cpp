@@ -282,7 +282,8 @@ b")"));
     CHECK(!rest.accepts(R"([1,"x"])"));
     CHECK(error_of(R"({"enum":["a"],"format":"date"})") ==
           "no enum/const value passes the schema's other keywords: it matches nothing at /");
-    CHECK(error_of(R"({"enum":[1],"not":{}})") == "unsupported JSON Schema keyword \"not\" at /");
+    CHECK(error_of(R"({"enum":[1],"dependentRequired":{}})") ==
+          "unsupported JSON Schema keyword \"dependentRequired\" at /");
     CHECK(error_of(R"({"type":"string","enum":[1]})") ==
           "no enum/const value passes the schema's other keywords: it matches nothing at /");
   }
@@ -456,10 +457,32 @@ b")"));
     CHECK(e.accepts(R"("x")"));
   }
 
+  TEST_CASE("not: of types only (or of true/false/{})") {
+    const Schema no_integer(R"({"not":{"type":"integer"}})");
+    for (const char* ok : {"1.5", "-0.25", "\"s\"", "null", "[1]", "{}"}) CHECK(no_integer.accepts(ok));
+    for (const char* bad : {"1", "-3", "1.0", "2.50e1"}) CHECK(!no_integer.accepts(bad));
+    const Schema two(R"({"type":["string","integer","null"],"not":{"type":["integer","boolean"]}})");
+    CHECK(two.accepts(R"("x")"));
+    CHECK(two.accepts("null"));
+    CHECK(!two.accepts("1"));
+    const Schema forbidden(R"({"properties":{"foo":{"not":{}},"bar":{"not":false}}})");
+    CHECK(forbidden.accepts(R"({"bar":1,"baz":2})"));
+    CHECK(!forbidden.accepts(R"({"foo":1})"));
+    const Schema filtered(R"({"enum":[1,2.5,"a"],"not":{"type":"string"}})");
+    CHECK(filtered.accepts("2.5"));
+    CHECK(!filtered.accepts(R"("a")"));
+    CHECK(error_of(R"({"not":{"type":"object","properties":{}}})") ==
+          "\"not\" with keywords other than type is not supported at /not");
+    CHECK(error_of(R"({"type":"string","not":{"type":"string"}})") ==
+          "\"not\" excludes every type the schema allows at /");
+    CHECK(error_of(R"({"not":{"type":"integer"},"minimum":1})") ==
+          "a non-integer number beside bounds or multipleOf is not supported at /");
+  }
+
   TEST_CASE("unsupported keywords are errors naming the keyword and its pointer; annotations are ignored") {
     CHECK(error_of(R"({"properties":{"a":{"patternProperties":{"x":{}}}}})") ==
           "unsupported JSON Schema keyword \"patternProperties\" at /properties/a");
-    CHECK(error_of(R"({"items":{"not":{}}})") == "unsupported JSON Schema keyword \"not\" at /items");
+    CHECK(error_of(R"({"items":{"contains":{}}})") == "unsupported JSON Schema keyword \"contains\" at /items");
     CHECK(error_of(R"({"anyOf":[{},{"if":{}}]})") == "unsupported JSON Schema keyword \"if\" at /anyOf/1");
     CHECK(error_of(R"({"properties":{"a/b":{"propertyNames":{}}}})") ==
           "unsupported JSON Schema keyword \"propertyNames\" at /properties/a~1b");

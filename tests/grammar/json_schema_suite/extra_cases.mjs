@@ -79,6 +79,8 @@ export default [
     tests: data(['http://example.com/a?b=c#d', 'urn:isbn:0451450523', 'mailto:joe@example.com', 'file:///etc/hosts',
       'http://[::1]:8080/', 'ftp://user:pw@host:21/x%20y', '//example.com', '1http://x', 'http://exa mple.com',
       'http://x/%zz', 'http://[::1', '', 'tag:a,2024:b']) },
+  { description: 'not of types', schema: { not: { type: ['integer', 'string'] } },
+    tests: data([1, 1.5, -0.25, 'x', null, true, [], {}, 2.0]) },
   { description: 'type list without other keywords', schema: { type: ['integer', 'boolean', 'null'] },
     tests: data([1, 1.5, true, null, 'x', [], {}]) },
   { description: 'no type: keywords apply to their own types',
