@@ -231,6 +231,35 @@ TEST_SUITE("serve tools") {
     }
   }
 
+  TEST_CASE("n > 1: every choice is a call, streamed per choice") {
+    const uint16_t port = stories_server().port();
+    json body = tool_request(named("get_weather"), 9);
+    body["n"] = 3;
+    const JsonResult r = post_json(port, "/v1/chat/completions", body);
+    REQUIRE_MESSAGE(r.status == 200, r.http.body);
+    REQUIRE(r.body["choices"].size() == 3);
+    for (const json& c : r.body["choices"]) {
+      CHECK(c["finish_reason"] == "tool_calls");
+      const auto calls = check_tool_calls(c["message"]["tool_calls"]);
+      REQUIRE(calls.size() == 1);
+      CHECK(calls[0].first == "get_weather");
+    }
+    const StreamResult s = post_stream(port, "/v1/chat/completions", body);
+    REQUIRE(s.status == 200);
+    CHECK(s.done);
+    std::map<int, int> heads;  // choice -> first deltas of calls
+    std::map<int, std::string> finish;
+    for (const json& chunk : s.chunks)
+      for (const json& c : chunk["choices"]) {
+        if (!c["finish_reason"].is_null()) finish[c["index"]] = c["finish_reason"];
+        if (c["delta"].contains("tool_calls") && c["delta"]["tool_calls"][0].contains("id")) heads[c["index"]]++;
+      }
+    for (int i = 0; i < 3; ++i) {
+      CHECK(heads[i] == 1);
+      CHECK(finish[i] == "tool_calls");
+    }
+  }
+
   TEST_CASE("auto and none: the answer stays text when it holds no call") {
     const uint16_t port = stories_server().port();
     for (const char* choice : {"auto", "none"}) {
