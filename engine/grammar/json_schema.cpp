@@ -978,9 +978,34 @@ class Converter {
   std::string why_unsatisfiable_;                // the message of the last Unsatisfiable that attempt() absorbed
 };
 
+// Whether `root` nests deeper than `limit` (arrays and objects), found without recursion: copying, comparing and
+// printing a JSON value recurse once per level, so a value nested past the stack must be refused before any of it.
+template <class J>
+bool nested_deeper_than(const J& root, size_t limit) {
+  std::vector<std::pair<const J*, size_t>> stack = {{&root, 1}};
+  while (!stack.empty()) {
+    const auto [value, depth] = stack.back();
+    stack.pop_back();
+    if (depth > limit) return true;
+    if (value->is_object() || value->is_array()) {
+      for (const J& child : *value) stack.emplace_back(&child, depth + 1);
+    }
+  }
+  return false;
+}
+
+// A schema's JSON may nest more than its schemas do (properties -> name -> schema is two levels, enum values
+// nest freely): the text's bound is a multiple of max_depth.
+size_t max_json_depth(const JsonSchemaOptions& options) { return 4 * static_cast<size_t>(std::max(options.max_depth, 1)); }
+
+[[noreturn]] void fail_json_depth(const JsonSchemaOptions& options) {
+  throw GrammarError("JSON Schema: nested deeper than " + std::to_string(max_json_depth(options)) + " levels");
+}
+
 }  // namespace
 
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const JsonSchemaOptions& options) {
+  if (nested_deeper_than(schema, max_json_depth(options))) fail_json_depth(options);
   try {
     return Converter(schema, options).run(&schema, "");
   } catch (const nlohmann::json::exception& e) {
@@ -990,6 +1015,7 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema, const Json
 }
 
 std::string json_schema_to_gbnf(const nlohmann::json& schema, const JsonSchemaOptions& options) {
+  if (nested_deeper_than(schema, max_json_depth(options))) fail_json_depth(options);  // before the copy below
   return json_schema_to_gbnf(nlohmann::ordered_json(schema), options);
 }
 

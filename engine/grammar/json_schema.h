@@ -60,7 +60,8 @@ struct JsonSchemaOptions {
   // tabs of indentation. Never unbounded. Off: the compact form only.
   bool any_whitespace = false;
   size_t max_grammar_bytes = size_t{1} << 20;  // a larger grammar is refused
-  int max_depth = 128;                          // nesting of subschemas (and of $ref merges)
+  int max_depth = 128;                          // nesting of subschemas (and of $ref merges); the schema's JSON
+                                                // text may nest 4 x max_depth levels (enum values included)
   int max_repetition = 10000;                   // the largest minItems/maxItems/minLength/maxLength/{m,n}
 };
 

@@ -284,6 +284,8 @@ class RegexCompiler {
   Piece parse_atom() {
     const char c = p_[pos_];
     if (c == '(') {
+      // NOTE: the parser recurses once per group; the bound keeps deep nesting an error, not a stack overflow.
+      if (++group_depth_ > kMaxGroupDepth) fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       ++pos_;
       if (p_.substr(pos_, 1) == "?") {
         if (p_.substr(pos_, 2) == "?:") {
@@ -312,6 +314,7 @@ class RegexCompiler {
         ++pos_;  // '|'
       }
       ++pos_;
+      --group_depth_;
       const std::string body = gbnf_alternation(alternatives);
       return {body.empty() ? body : "(" + body + ")", nullable};  // a primary, whatever the body's shape
     }
@@ -463,7 +466,9 @@ class RegexCompiler {
 
   std::string_view p_;
   const RegexOptions& options_;
+  static constexpr int kMaxGroupDepth = 256;
   size_t pos_ = 0;
+  int group_depth_ = 0;
   bool any_defined_ = false;
   std::vector<std::string> helper_rules_;
 };

@@ -9,7 +9,8 @@
 //   for a language, lazy and greedy are the same); groups `( )` `(?: )` `(?<name> )`; alternation `|`;
 //   `^` at the start and `$` at the end of a top-level alternative. A `{` that does not begin a quantifier is a
 //   literal, as in ECMAScript's Annex B.
-// Refused with a GrammarError naming the construct and its byte offset: backreferences (`\1`, `\k<name>`),
+// Groups nest at most 256 deep. Refused with a GrammarError naming the construct and its byte offset:
+// backreferences (`\1`, `\k<name>`),
 // lookarounds (`(?=` `(?!` `(?<=` `(?<!`), word boundaries `\b \B`, anchors anywhere else, `\p{...}`,
 // unknown letter escapes, and flags / modifiers.
 //

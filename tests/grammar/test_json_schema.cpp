@@ -502,6 +502,15 @@ b")"));
     std::string deep = "{}";
     for (int i = 0; i < 200; ++i) deep = R"({"type":"array","items":)" + deep + "}";
     CHECK(error_of(deep).find("schema nesting deeper than 128") == 0);
+    // JSON nested past the stack is refused before anything copies it (enum values, items, as text or as a value).
+    const std::string deep_enum = R"({"enum":[)" + std::string(100000, '[') + std::string(100000, ']') + "]}";
+    CHECK(error_of(deep_enum) == "JSON Schema: nested deeper than 512 levels");
+    const std::string deep_items = R"({"items":)" + std::string(100000, '[') + std::string(100000, ']') + "}";
+    CHECK(error_of(deep_items) == "JSON Schema: nested deeper than 512 levels");
+    CHECK_THROWS_WITH_AS(json_schema_to_gbnf(nlohmann::json::parse(deep_enum)),
+                         "JSON Schema: nested deeper than 512 levels", GrammarError);
+    const std::string deep_pattern = R"({"pattern":")" + std::string(20000, '(') + "a" + std::string(20000, ')') + "\"}";
+    CHECK(error_of(deep_pattern).find("regex: groups nested deeper than 256") == 0);
     std::string wide = R"({"type":"object","properties":{)";
     for (int i = 0; i < 20000; ++i) wide += (i ? "," : "") + std::string("\"property_number_") + std::to_string(i) + R"(":{"type":"string","format":"date-time"})";
     wide += "}}";

@@ -209,6 +209,10 @@ TEST_SUITE("regex to GBNF") {
     CHECK(error_of("(a?)*") == "regex: a repetition of something that can match the empty string is not supported at offset 5");
     CHECK(error_of("\\x4") == "regex: malformed hexadecimal escape at offset 0");
     CHECK(error_of("\xC3") == "regex: invalid UTF-8");
+    // Deep nesting is an error, not a stack overflow.
+    CHECK(error_of(std::string(20000, '(') + "a" + std::string(20000, ')')) ==
+          "regex: groups nested deeper than 256 at offset 256");
+    CHECK(error_of(std::string(256, '(') + "a" + std::string(256, ')')) == "(no error)");
   }
 
   TEST_CASE("Unicode: classes and '.' are over code points") {
