@@ -956,12 +956,15 @@ class Converter {
         body = tail_lo == 0 ? "(" + first + ")?" : first;
       }
     } else {
-      body = seq({elements[k - 1], repeat("(" + seq({sep, item}) + ")", tail_lo, tail_hi)});
+      // from(i): element i and what may follow it. Past a few positions each from(i) is a rule, so that long
+      // prefixItems make neither deep parentheses nor quadratic copying.
+      std::string from = seq({elements[k - 1], repeat("(" + seq({sep, item}) + ")", tail_lo, tail_hi)});
       for (size_t i = k - 1; i-- > 0;) {
-        const std::string next = "(" + seq({sep, body}) + ")";
-        body = seq({elements[i], i + 1 < min ? next : next + "?"});
+        if (k - i > 4) from = rule("arr" + ptr, from);
+        const std::string next = "(" + seq({sep, from}) + ")";
+        from = seq({elements[i], i + 1 < min ? next : next + "?"});
       }
-      if (min == 0) body = "(" + body + ")?";
+      body = min == 0 ? "(" + from + ")?" : from;
     }
     return "(" + seq({"\"[\"", w, body, w, "\"]\""}) + ")";
   }

@@ -511,6 +511,14 @@ b")"));
                          "JSON Schema: nested deeper than 512 levels", GrammarError);
     const std::string deep_pattern = R"({"pattern":")" + std::string(20000, '(') + "a" + std::string(20000, ')') + "\"}";
     CHECK(error_of(deep_pattern).find("regex: groups nested deeper than 256") == 0);
+    // Many prefixItems: rules, not parentheses nested thousands deep.
+    std::string tuple = R"({"prefixItems":[)";
+    for (int i = 0; i < 5000; ++i) tuple += (i ? "," : "") + std::string(R"({"type":"integer"})");
+    tuple += R"(],"minItems":2})";
+    const Schema long_tuple(tuple);
+    CHECK(long_tuple.accepts("[1,2,3]"));
+    CHECK(!long_tuple.accepts("[1]"));
+    CHECK(!long_tuple.accepts(R"([1,"x"])"));
     std::string wide = R"({"type":"object","properties":{)";
     for (int i = 0; i < 20000; ++i) wide += (i ? "," : "") + std::string("\"property_number_") + std::to_string(i) + R"(":{"type":"string","format":"date-time"})";
     wide += "}}";
