@@ -253,8 +253,8 @@ num ::= [1-9] [0-9]? | "zero")";
       std::string message_part;
     };
     const std::vector<Bad> cases = {
-        {{{"json_schema", {{"type", "object"}, {"properties", {{"a", {{"not", {{"type", "string"}}}}}}}}}},
-         "json_schema", "\"not\" at /properties/a"},
+        {{{"json_schema", {{"type", "object"}, {"properties", {{"a", {{"propertyNames", {{"type", "string"}}}}}}}}}},
+         "json_schema", "\"propertyNames\" at /properties/a"},
         {{{"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "x"}}}}}}, "response_format",
          "schema is required"},
         {{{"response_format", {{"type", "yaml"}}}}, "response_format", "yaml"},
