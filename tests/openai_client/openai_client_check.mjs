@@ -3,14 +3,15 @@
 // chat_template_kwargs), structured output (response_format with a JSON schema, validated by ajv; the
 // client's own chat.completions.parse with a zod schema), and API errors (a chat template refusing a
 // conversation among them).
-// Usage: node openai_client_check.mjs <base URL, e.g. http://127.0.0.1:8000/v1> <api key>
+// Tool calls go to a second server on the ChatML template, which renders tool messages.
+// Usage: node openai_client_check.mjs <base URL, e.g. http://127.0.0.1:8000/v1> <api key> <ChatML server's base URL>
 import assert from 'node:assert/strict';
 import Ajv from 'ajv';
 import OpenAI from 'openai';
 import { zodResponseFormat } from 'openai/helpers/zod';
 import { z } from 'zod';
 
-const [baseURL, apiKey] = process.argv.slice(2);
+const [baseURL, apiKey, chatmlURL] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey, maxRetries: 0, timeout: 60_000 });
 
 const models = await client.models.list();
@@ -106,10 +107,55 @@ await assert.rejects(
     response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object', patternProperties: { a: {} } } } } }),
   (err) => err instanceof OpenAI.BadRequestError && /patternProperties/.test(err.message));
 
+// Tool calls: required, named and streamed through the client's own stream helper, then a turn that returns the
+// tool's result. The arguments must fit the tool's parameters.
+const toolClient = new OpenAI({ baseURL: chatmlURL, apiKey, maxRetries: 0, timeout: 60_000 });
+const weather = { type: 'function', function: { name: 'get_weather', parameters: {
+  type: 'object', properties: { city: { type: 'string', maxLength: 12 }, days: { type: 'integer', minimum: 1, maximum: 7 } },
+  required: ['city', 'days'], additionalProperties: false } } };
+const time = { type: 'function', function: { name: 'get_time', parameters: {
+  type: 'object', properties: { zone: { enum: ['UTC', 'CET'] } }, required: ['zone'], additionalProperties: false } } };
+const validateWeather = new Ajv({ strict: true }).compile(weather.function.parameters);
+const ask = [{ role: 'user', content: 'What is the weather in Paris?' }];
+for (const tool_choice of ['required', { type: 'function', function: { name: 'get_weather' } }]) {
+  for (let seed = 0; seed < 3; seed++) {
+    const r = await toolClient.chat.completions.create({ model, messages: ask, tools: [weather, time], tool_choice,
+                                                         parallel_tool_calls: false, max_tokens: 200, temperature: 1, seed });
+    const choice = r.choices[0];
+    assert.equal(choice.finish_reason, 'tool_calls', JSON.stringify(choice));
+    assert.equal(choice.message.tool_calls.length, 1);
+    const call = choice.message.tool_calls[0];
+    assert.equal(call.type, 'function');
+    assert.ok(call.id.length > 0);
+    if (typeof tool_choice === 'object') assert.equal(call.function.name, 'get_weather');
+    if (call.function.name === 'get_weather') {
+      const args = JSON.parse(call.function.arguments);
+      assert.ok(validateWeather(args), `${call.function.arguments}: ${JSON.stringify(validateWeather.errors)}`);
+    }
+  }
+}
+const named = { model, messages: ask, tools: [weather, time], tool_choice: { type: 'function', function: { name: 'get_weather' } },
+                max_tokens: 200, temperature: 1, seed: 4 };
+const whole = await toolClient.chat.completions.create(named);
+const runner = toolClient.chat.completions.stream(named);
+const streamedCalls = (await runner.finalChatCompletion()).choices[0].message.tool_calls;
+assert.equal(streamedCalls.length, whole.choices[0].message.tool_calls.length);
+assert.equal(streamedCalls[0].function.name, 'get_weather');
+assert.deepEqual(JSON.parse(streamedCalls[0].function.arguments), JSON.parse(whole.choices[0].message.tool_calls[0].function.arguments));
+// The tool's result goes back, and the model answers in text.
+const call = whole.choices[0].message.tool_calls[0];
+const followUp = await toolClient.chat.completions.create({ model, tools: [weather, time], max_tokens: 16, temperature: 0,
+  messages: [...ask, { role: 'assistant', content: null, tool_calls: [call] },
+             { role: 'tool', tool_call_id: call.id, content: '22 C and sunny' }] });
+assert.equal(typeof followUp.choices[0].message.content, 'string');
+await assert.rejects(toolClient.chat.completions.create({ ...named, tool_choice: { type: 'function', function: { name: 'nope' } } }),
+                     (err) => err instanceof OpenAI.BadRequestError && err.param === 'tool_choice');
+
 await assert.rejects(client.completions.create({ model: 'gpt-4', prompt: 'x', max_tokens: 1 }),
                      (err) => err instanceof OpenAI.NotFoundError && err.code === 'model_not_found');
 await assert.rejects(client.completions.create({ model, prompt: 'x', temperature: 9 }),
                      (err) => err instanceof OpenAI.BadRequestError && err.param === 'temperature');
 
 console.log(`openai client: completion, streamed completion, chat completion (plain, streamed, with tools), ` +
-            `structured output (${stopped} of 8 schema answers stopped, all valid; zod parse), errors: ok`);
+            `structured output (${stopped} of 8 schema answers stopped, all valid; zod parse), ` +
+            `tool calls (required, named, streamed through the client's helper, a tool result turn), errors: ok`);

@@ -15,23 +15,37 @@ here="$(cd "$(dirname "$0")" && pwd)"
 npm_workdir "$here" "$work" openai "the OpenAI client test"
 cp "$here/openai_client_check.mjs" "$work/"
 
-log="$work/server.log"
-"$inflight" serve --model "$model" --port 0 --api-key test-key --kv-cache-memory 64M >"$log" 2>&1 &
-pid=$!
-trap 'kill -9 "$pid" 2>/dev/null || true' EXIT
-port=""
-for _ in $(seq 1 300); do
-  port="$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$log" | head -n1)"
-  [ -n "$port" ] && grep -q "ready: serving" "$log" && break
-  kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "inflight serve exited at start-up"; exit 1; }
-  sleep 0.1
-done
-[ -n "$port" ] || { cat "$log"; echo "inflight serve did not become ready"; exit 1; }
+# start_server LOG ARGS...: starts `inflight serve` on a free port; sets $pid and $port.
+start_server() {
+  local log=$1
+  shift
+  "$inflight" serve --model "$model" --port 0 --api-key test-key --kv-cache-memory 64M "$@" >"$log" 2>&1 &
+  pid=$!
+  port=""
+  for _ in $(seq 1 300); do
+    port="$(sed -n 's|.*listening on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$log" | head -n1)"
+    [ -n "$port" ] && grep -q "ready: serving" "$log" && return 0
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; echo "inflight serve exited at start-up"; exit 1; }
+    sleep 0.1
+  done
+  cat "$log"
+  echo "inflight serve did not become ready"
+  exit 1
+}
+# The model's own (llama2) template, and ChatML, which renders tool messages (a turn with a tool result).
+start_server "$work/server.log"
+pid_main=$pid port_main=$port
+trap 'kill -9 "$pid_main" "${pid_chatml:-}" 2>/dev/null || true' EXIT
+start_server "$work/server-chatml.log" --chat-template chatml
+pid_chatml=$pid port_chatml=$port
 
 status=0
-(cd "$work" && node openai_client_check.mjs "http://127.0.0.1:$port/v1" test-key) || status=$?
-kill -TERM "$pid"
-wait "$pid" || { echo "inflight serve did not exit 0 on SIGTERM"; status=1; }
+(cd "$work" && node openai_client_check.mjs "http://127.0.0.1:$port_main/v1" test-key "http://127.0.0.1:$port_chatml/v1") ||
+  status=$?
+for p in "$pid_main" "$pid_chatml"; do
+  kill -TERM "$p"
+  wait "$p" || { echo "inflight serve did not exit 0 on SIGTERM"; status=1; }
+done
 trap - EXIT
-[ "$status" -eq 0 ] || cat "$log"
+[ "$status" -eq 0 ] || cat "$work/server.log" "$work/server-chatml.log"
 exit "$status"
