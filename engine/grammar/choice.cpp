@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -120,8 +121,9 @@ std::string gbnf_class(const std::vector<CodePointRange>& ranges) {
 
 std::string gbnf_alternation(const std::vector<std::string>& alternatives) {
   std::vector<std::string> nonempty;
+  std::unordered_set<std::string_view> seen;  // duplicates dropped in linear time (enum lists run to many thousands)
   for (const std::string& a : alternatives) {
-    if (!a.empty() && std::find(nonempty.begin(), nonempty.end(), a) == nonempty.end()) nonempty.push_back(a);
+    if (!a.empty() && seen.insert(a).second) nonempty.push_back(a);
   }
   if (nonempty.empty()) return "";
   std::string body;

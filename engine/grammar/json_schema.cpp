@@ -389,6 +389,8 @@ class Converter {
   }
 
   Json merge(const Json& a_in, const Json& b_in, const std::string& ptr, int depth) {
+    if (++num_merges_ > kMaxMerges)
+      fail("the schema needs more than " + std::to_string(kMaxMerges) + " allOf / $ref merges", ptr);
     if (a_in.is_boolean() || b_in.is_boolean()) return both(a_in, b_in);
     if (only_annotations(a_in)) return normalize(b_in);
     if (only_annotations(b_in)) return normalize(a_in);
@@ -978,6 +980,10 @@ class Converter {
   std::set<std::string> building_;               // builtins being defined (they refer to each other)
   std::map<std::string, std::string> ref_rules_; // target pointer -> rule name
   size_t produced_ = 0;
+  // Merges done (allOf, $ref with siblings): a $ref graph that an allOf reaches twice per level doubles the work
+  // each level, which max_depth does not bound; past kMaxMerges the schema is refused.
+  size_t num_merges_ = 0;
+  static constexpr size_t kMaxMerges = 20000;
   std::string why_unsatisfiable_;                // the message of the last Unsatisfiable that attempt() absorbed
 };
 

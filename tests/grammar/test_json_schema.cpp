@@ -529,6 +529,21 @@ b")"));
       blowup = R"({"type":"object","properties":{"p":)" + blowup + R"(},"anyOf":[{"required":["a"]},{"required":["b"]},{"required":["c"]}]})";
     }
     CHECK(error_of(blowup).find("exceeds") != std::string::npos);
+    // An allOf reaching each $ref of a chain twice doubles the merges per level: refused by the merge budget,
+    // not after hours (tests/fuzz/corpus/json_schema/regression-allof-ref-fanout).
+    std::string fanout = R"({"$ref":"#/$defs/d0","$defs":{)";
+    for (int i = 0; i < 30; ++i) {
+      const std::string next = "#/$defs/d" + std::to_string(i + 1);
+      fanout += "\"d" + std::to_string(i) + R"(":{"allOf":[{"$ref":")" + next + R"("},{"$ref":")" + next + R"("}]},)";
+    }
+    fanout += R"("d30":{"type":"integer"}}})";
+    CHECK(error_of(fanout).find("allOf / $ref merges") != std::string::npos);
+    // 20 000 enum values: duplicates dropped in linear time (regression-enum-many-values).
+    std::string many = R"({"enum":[)";
+    for (int i = 0; i < 20000; ++i) many += (i ? ",\"v" : "\"v") + std::to_string(i % 15000) + "\"";
+    many += "]}";
+    CHECK(Schema(many).accepts(R"("v14999")"));
+    CHECK(!Schema(many).accepts(R"("v15000")"));
   }
 
   TEST_CASE("json_object_gbnf and any_json_gbnf") {
