@@ -21,6 +21,12 @@ const char* finish_reason_name(FinishReason r) {
 
 namespace {
 
+// Whether sampling `token` ends a choice: EOS (unless ignored) or a stop token id.
+bool ends_choice(const StopConditions& stop, int32_t token, int32_t eos) {
+  return (!stop.ignore_eos && token == eos) ||
+         std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end();
+}
+
 // log_softmax of one row of logits, into `out`.
 void log_softmax(const float* logits, int vocab, std::vector<float>& out) {
   out.resize(size_t(vocab));
@@ -453,9 +459,7 @@ void Engine::sample_sequence(Sequence* seq, const float* logits) {
   } else {
     token = seq->sampler->sample(l, prompt, output);
   }
-  const bool end_token = (!req.stop.ignore_eos && token == eos) ||
-                         std::find(req.stop.stop_token_ids.begin(), req.stop.stop_token_ids.end(), token) !=
-                             req.stop.stop_token_ids.end();
+  const bool end_token = ends_choice(req.stop, token, eos);
   if (seq->matcher && !end_token && !seq->matcher->accept_token(token)) {  // a broken invariant of the mask
     spdlog::error("request {}: sampled token {}, which its grammar refuses", r->id, token);
     finish_sequence(seq, FinishReason::Error);
@@ -517,11 +521,8 @@ std::shared_ptr<const grammar::TokenVocab> Engine::grammar_vocab() {
 }
 
 bool Engine::grammar_allows(const Sequence& seq, int32_t token) const {
-  const StopConditions& stop = seq.request->request.stop;
   const int32_t eos = model_.config().eos_id;
-  if ((!stop.ignore_eos && token == eos) ||
-      std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end())
-    return seq.matcher->can_end();
+  if (ends_choice(seq.request->request.stop, token, eos)) return seq.matcher->can_end();
   return token != eos && token < seq.matcher->vocab().size() && seq.matcher->allows(token);
 }
 
