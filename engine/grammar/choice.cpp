@@ -133,8 +133,7 @@ std::string gbnf_alternation(const std::vector<std::string>& alternatives) {
   return nonempty.size() == 1 ? body : "(" + body + ")";
 }
 
-namespace {
-std::string seq(std::initializer_list<std::string> parts) {
+std::string gbnf_sequence(std::initializer_list<std::string> parts) {
   std::string out;
   for (const std::string& p : parts) {
     if (p.empty()) continue;
@@ -143,6 +142,9 @@ std::string seq(std::initializer_list<std::string> parts) {
   }
   return out;
 }
+
+namespace {
+constexpr auto seq = gbnf_sequence;
 }  // namespace
 
 // RFC 4291 section 2.2 (as RFC 3986's IPv6address spells it): at most 8 groups, one "::" standing for one or

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -56,6 +57,8 @@ std::string gbnf_class(const std::vector<CodePointRange>& ranges);
 // An alternation of GBNF expressions, parenthesised when it has more than one. An empty string stands for the
 // empty match: the result is then `( ... )?`, since the text here never holds an empty alternative; all empty: "".
 std::string gbnf_alternation(const std::vector<std::string>& alternatives);
+// A sequence of GBNF expressions joined by spaces, the empty ones left out.
+std::string gbnf_sequence(std::initializer_list<std::string> parts);
 
 // Decodes UTF-8 into code points; throws GrammarError naming `what` on invalid UTF-8 (surrogates, overlongs).
 std::vector<uint32_t> decode_utf8(std::string_view text, std::string_view what);

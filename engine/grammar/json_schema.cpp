@@ -129,15 +129,7 @@ std::shared_ptr<const TokenVocab> single_byte_vocab() {
   return vocab;
 }
 
-std::string seq(std::initializer_list<std::string> parts) {
-  std::string out;
-  for (const std::string& p : parts) {
-    if (p.empty()) continue;
-    if (!out.empty()) out += ' ';
-    out += p;
-  }
-  return out;
-}
+constexpr auto seq = gbnf_sequence;
 
 // Draft 4's forms in 2020-12 terms: a boolean exclusiveMinimum/Maximum qualifies minimum/maximum; an items array
 // is prefixItems with additionalItems as items; additionalItems without an items array has no effect.

