@@ -19,6 +19,7 @@ cp "$here/openai_client_check.mjs" "$work/"
 start_server() {
   local log=$1
   shift
+  : >"$log"  # before the server opens it: the loop below reads it at once
   "$inflight" serve --model "$model" --port 0 --api-key test-key --kv-cache-memory 64M "$@" >"$log" 2>&1 &
   pid=$!
   port=""
