@@ -87,6 +87,18 @@ void check_mask_size(std::span<uint32_t> bitmask, const TokenVocab& vocab) {
 void set_bit(std::span<uint32_t> bitmask, int32_t id) { bitmask[size_t(id) / 32] |= 1u << (id % 32); }
 bool test_bit(std::span<const uint32_t> bitmask, int32_t id) { return (bitmask[size_t(id) / 32] >> (id % 32)) & 1; }
 
+// The start of either mask: every bit cleared, EOS set where the sentence may end, the live stacks loaded into
+// `set`. False when no byte can come next (terminated, or no stack left): the mask is then complete.
+bool start_mask(const MatcherState& state, const TokenVocab& vocab, std::span<uint32_t> bitmask, StackWalker& walker,
+                StackSet& set) {
+  check_mask_size(bitmask, vocab);
+  std::fill(bitmask.begin(), bitmask.end(), 0u);
+  if (state.terminated) return false;
+  if (state.can_end && vocab.eos_id() >= 0) set_bit(bitmask, vocab.eos_id());
+  load(state, walker, set);
+  return !set.tops.empty();
+}
+
 }  // namespace
 
 Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab,
@@ -150,14 +162,9 @@ void Matcher::rollback(int num_tokens) {
 }
 
 void Matcher::fill_mask_uncached(std::span<uint32_t> bitmask) const {
-  check_mask_size(bitmask, *vocab_);
-  std::fill(bitmask.begin(), bitmask.end(), 0u);
-  if (state().terminated) return;
-  if (state().can_end && vocab_->eos_id() >= 0) set_bit(bitmask, vocab_->eos_id());
   StackWalker& walker = thread_walker(*grammar_);
   StackSet set;
-  load(state(), walker, set);
-  if (set.tops.empty()) return;
+  if (!start_mask(state(), *vocab_, bitmask, walker, set)) return;
   detail::TokenWalk walk;
   detail::walk_tokens(
       walker, set, *vocab_, vocab_->num_sorted(), true, walk,
@@ -168,14 +175,9 @@ void Matcher::fill_mask_uncached(std::span<uint32_t> bitmask) const {
 }
 
 void Matcher::fill_mask(std::span<uint32_t> bitmask) const {
-  check_mask_size(bitmask, *vocab_);
-  std::fill(bitmask.begin(), bitmask.end(), 0u);
-  if (state().terminated) return;
-  if (state().can_end && vocab_->eos_id() >= 0) set_bit(bitmask, vocab_->eos_id());
   StackWalker& walker = thread_walker(*grammar_);
   StackSet set;
-  load(state(), walker, set);
-  if (set.tops.empty()) return;
+  if (!start_mask(state(), *vocab_, bitmask, walker, set)) return;
 
   // Stacks grouped by their key (mask_cache.h).
   std::vector<std::pair<detail::MaskKey, int32_t>> by_key;  // (key, top node id)

@@ -36,6 +36,16 @@ ws      ::= [ \t\n\r]*
 )";
 }
 
+// The 256 single bytes: accept_bytes then decides exactly the grammar's language.
+inline std::shared_ptr<const TokenVocab> single_bytes() {
+  static const auto vocab = [] {
+    std::vector<std::string> tokens;
+    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
+    return std::make_shared<const TokenVocab>(std::move(tokens), -1);
+  }();
+  return vocab;
+}
+
 // stories260K's vocabulary (sentencepiece, 512 tokens, byte fallback).
 inline std::shared_ptr<const TokenVocab> stories_vocab() {
   static const std::shared_ptr<const TokenVocab> vocab = [] {

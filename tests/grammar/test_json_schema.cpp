@@ -10,19 +10,13 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/json_schema.h"
 #include "engine/grammar/matcher.h"
+#include "grammar_test_support.h"
 
 using namespace inflight::engine::grammar;
 
 namespace {
 
-std::shared_ptr<const TokenVocab> single_bytes() {
-  static const auto vocab = [] {
-    std::vector<std::string> tokens;
-    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
-    return std::make_shared<const TokenVocab>(std::move(tokens), -1);
-  }();
-  return vocab;
-}
+using inflight::test::single_bytes;
 
 // A schema's grammar, compiled; accepts() runs one instance text through a fresh matcher.
 struct Schema {

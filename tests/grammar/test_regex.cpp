@@ -12,20 +12,13 @@
 #include "engine/grammar/grammar.h"
 #include "engine/grammar/matcher.h"
 #include "engine/grammar/regex.h"
+#include "grammar_test_support.h"
 
 using namespace inflight::engine::grammar;
 
 namespace {
 
-// The 256 single bytes: accept_bytes then decides exactly the grammar's language.
-std::shared_ptr<const TokenVocab> single_bytes() {
-  static const auto vocab = [] {
-    std::vector<std::string> tokens;
-    for (int b = 0; b < 256; ++b) tokens.emplace_back(1, char(b));
-    return std::make_shared<const TokenVocab>(std::move(tokens), -1);
-  }();
-  return vocab;
-}
+using inflight::test::single_bytes;
 
 bool accepts(const std::shared_ptr<const Grammar>& g, std::string_view text) {
   Matcher m(g, single_bytes());
